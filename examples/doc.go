@@ -1,0 +1,3 @@
+// Package examples holds a runnable gateway, sample assistants and sandbox
+// image recipes. Nothing imports it.
+package examples

@@ -1,0 +1,118 @@
+// Package testenv holds the preconditions of tests that need real parts
+// (a Docker daemon, the sandbox image, the Claude Code CLI). Locally such a
+// test skips with a message saying what to install; under CI=true it fails,
+// because a test that skips in CI is a test that does not exist.
+//
+// Concurrency: every function is safe for concurrent use.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// DefaultImage is the sandbox image the tests run, built offline by
+// `make image` (examples/images/build-offline.sh).
+const DefaultImage = "agentbox/sandbox-claude:latest"
+
+// InCI reports whether the tests run under CI (CI=true), where missing real
+// parts are failures.
+func InCI() bool {
+	v := strings.ToLower(os.Getenv("CI"))
+	return v == "true" || v == "1"
+}
+
+// unavailable skips locally and fails in CI.
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if InCI() {
+		t.Fatalf("CI=true and %s", msg)
+	}
+	t.Skipf("%s (set CI=true to make this a failure)", msg)
+}
+
+// DockerHost returns the unix socket path of the Docker daemon.
+func DockerHost() string {
+	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
+		return strings.TrimPrefix(h, "unix://")
+	}
+	return "/var/run/docker.sock"
+}
+
+var (
+	pingOnce sync.Once
+	pingErr  error
+)
+
+// dockerGet performs a GET against the daemon's HTTP API over its socket.
+func dockerGet(ctx context.Context, path string) (*http.Response, error) {
+	sock := DockerHost()
+	c := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.Do(req)
+}
+
+// RequireDocker skips (locally) or fails (CI) unless a Docker daemon answers.
+func RequireDocker(t testing.TB) {
+	t.Helper()
+	pingOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := dockerGet(ctx, "/_ping")
+		if err != nil {
+			pingErr = err
+			return
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			pingErr = fmt.Errorf("ping answered %s", resp.Status)
+		}
+	})
+	if pingErr != nil {
+		unavailable(t, "no Docker daemon answers at %s (%v); install docker.io and start dockerd, or run .ci/setup", DockerHost(), pingErr)
+	}
+}
+
+// Image returns the sandbox image for tests: $AGENTBOX_TEST_IMAGE or
+// DefaultImage.
+func Image() string {
+	if v := os.Getenv("AGENTBOX_TEST_IMAGE"); v != "" {
+		return v
+	}
+	return DefaultImage
+}
+
+// RequireImage requires Docker and the test image, and returns the image.
+func RequireImage(t testing.TB) string {
+	t.Helper()
+	RequireDocker(t)
+	img := Image()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := dockerGet(ctx, "/images/"+img+"/json")
+	if err != nil {
+		unavailable(t, "cannot inspect image %s: %v", img, err)
+		return img
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		unavailable(t, "the sandbox image %s is missing (%s); build it with `make image`", img, resp.Status)
+	}
+	return img
+}
