@@ -79,7 +79,7 @@ func RequireDocker(t testing.TB) {
 			pingErr = err
 			return
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			pingErr = fmt.Errorf("ping answered %s", resp.Status)
 		}
@@ -110,7 +110,7 @@ func RequireImage(t testing.TB) string {
 		unavailable(t, "cannot inspect image %s: %v", img, err)
 		return img
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		unavailable(t, "the sandbox image %s is missing (%s); build it with `make image`", img, resp.Status)
 	}
