@@ -13,6 +13,8 @@
 # Usage: examples/images/build-offline.sh [TAG]
 # Environment:
 #   CLAUDE_CODE_VERSION  pinned CLI version (default: the one in VERSIONS)
+#   CLAUDE_BIN           an installed native CLI binary of that version to use
+#                        (e.g. from `npm install -g @anthropic-ai/claude-code`)
 #   HELPER               path of a linux/amd64 agentbox-helper binary to bake in
 #   CACHE_DIR            where the npm tarball is kept (default ~/.cache/agentbox)
 set -euo pipefail
@@ -32,19 +34,23 @@ busybox=$(command -v busybox || true)
 	die "a static busybox is required: apt-get install busybox-static"
 bash_bin=$(command -v bash)
 
-# The CLI's native binary, from the platform package on the npm registry.
+# The CLI's native binary: CLAUDE_BIN, or the platform package from the npm
+# registry, cached.
 mkdir -p "$cache"
 pkg="$cache/claude-code-linux-x64-$version"
-if [ ! -x "$pkg/package/claude" ]; then
+if [ -n "${CLAUDE_BIN:-}" ]; then
+	claude_bin=$(readlink -f "$CLAUDE_BIN")
+elif [ ! -x "$pkg/package/claude" ]; then
 	command -v npm >/dev/null || die "npm is required to fetch @anthropic-ai/claude-code-linux-x64@$version"
 	rm -rf "$pkg.tmp" && mkdir -p "$pkg.tmp"
 	(cd "$pkg.tmp" && npm pack --silent "@anthropic-ai/claude-code-linux-x64@$version" >/dev/null &&
 		tar xzf anthropic-ai-claude-code-linux-x64-"$version".tgz && rm -f ./*.tgz)
 	rm -rf "$pkg" && mv "$pkg.tmp" "$pkg"
 fi
-claude_bin="$pkg/package/claude"
+claude_bin=${claude_bin:-$pkg/package/claude}
+file -L "$claude_bin" | grep -q 'ELF 64-bit' || die "$claude_bin is not the CLI's native linux binary"
 got=$("$claude_bin" --version 2>/dev/null | awk '{print $1}')
-[ "$got" = "$version" ] || die "the cached CLI reports version '$got', want $version; remove $pkg"
+[ "$got" = "$version" ] || die "$claude_bin reports version '$got', want $version (remove $pkg or fix CLAUDE_BIN)"
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
@@ -100,6 +106,7 @@ tar --numeric-owner -C "$root" -c . |
 		-c 'USER 1000:1000' \
 		-c 'WORKDIR /workspace' \
 		-c "LABEL io.agentbox.image.claude-code-version=$version" \
+		-c "LABEL io.agentbox.image.inputs=${IMAGE_INPUTS:-}" \
 		-m "agentbox offline sandbox image (claude-code $version)" \
 		- "$tag" >/dev/null
 echo "build-offline: built $tag (claude-code $version$([ -n "${HELPER:-}" ] && echo ", helper baked in"))"

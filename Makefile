@@ -1,0 +1,51 @@
+# agentbox: the two commands a newcomer needs are `make demo` and `make test`;
+# both run .ci/setup first, which installs whatever is missing.
+SHELL := bash
+GO ?= go
+IMAGE ?= agentbox/sandbox-claude:latest
+GOLANGCI_LINT_VERSION := v2.15.0
+# Packages whose tests start many containers; run with limited parallelism on
+# small machines.
+TEST_FLAGS ?= -race -count=1 -timeout 45m
+CLAUDE_BIN ?=
+
+.PHONY: all setup helper image test vet lint demo clean
+
+all: vet test
+
+## setup: install Docker, busybox-static and the pinned Claude Code CLI when missing; build helper and image
+setup:
+	@.ci/setup
+
+## helper: the static in-container helper (linux/amd64, no cgo)
+helper:
+	@mkdir -p bin
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags='-s -w' -o bin/agentbox-helper ./executor/helper/cmd/agentbox-helper
+
+## image: the offline sandbox image with the helper baked in (rebuilt only when its inputs change)
+image: helper
+	@inputs=$$(cat bin/agentbox-helper examples/images/build-offline.sh examples/images/VERSIONS | sha256sum | cut -c1-16); \
+	if [ "$$(docker image inspect -f '{{index .Config.Labels "io.agentbox.image.inputs"}}' $(IMAGE) 2>/dev/null)" = "$$inputs" ]; then \
+		echo "image: $(IMAGE) is up to date ($$inputs)"; \
+	else \
+		HELPER=bin/agentbox-helper CLAUDE_BIN="$(CLAUDE_BIN)" IMAGE_INPUTS=$$inputs examples/images/build-offline.sh $(IMAGE); \
+	fi
+
+## vet: go vet over every package
+vet:
+	$(GO) vet ./...
+
+## test: set up what is missing, then vet and run every test with the race detector
+test: setup vet
+	$(GO) test $(TEST_FLAGS) ./...
+
+## lint: golangci-lint (pinned) with the layering rules of .golangci.yml
+lint:
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
+
+## demo: set up, start the example gateway offline, send one sandboxed chat request, print the answer and the file
+demo: setup
+	$(GO) run ./examples/gateway -demo
+
+clean:
+	rm -rf bin
