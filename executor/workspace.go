@@ -1,0 +1,600 @@
+package executor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Default caps of a Workspace.
+const (
+	DefaultMaxFileSize = 64 << 20
+	DefaultMaxEntries  = 10000
+)
+
+// maxIDLen bounds user and chat ids; they become directory names.
+const maxIDLen = 128
+
+// ValidateID checks a user or chat id: 1-128 chars of [A-Za-z0-9_.-], not
+// starting with '.' or '-', not "." or "..". kind names the id in the error
+// ("user id"). The error wraps ErrInvalid.
+func ValidateID(kind, id string) error {
+	if id == "" {
+		return fmt.Errorf("%s is empty; set it to 1-%d characters of [A-Za-z0-9_.-]: %w", kind, maxIDLen, ErrInvalid)
+	}
+	if len(id) > maxIDLen {
+		return fmt.Errorf("%s is %d characters long; the limit is %d: %w", kind, len(id), maxIDLen, ErrInvalid)
+	}
+	if id[0] == '.' || id[0] == '-' {
+		return fmt.Errorf("%s %q starts with %q; it must start with a letter, digit or '_': %w", kind, id, id[0], ErrInvalid)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+		if !ok {
+			return fmt.Errorf("%s %q has %q at byte %d; only [A-Za-z0-9_.-] are allowed: %w", kind, id, c, i, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// PrepareWorkspace creates {dataDir}/workspaces/{user}/chat-{chat} through
+// an os.Root opened on dataDir (never following a symlink below dataDir;
+// both ids validated with ValidateID), and returns its path. The user and
+// chat directories it creates are chowned to uid:gid (-1 leaves that id);
+// the shared "workspaces" directory stays owned by the calling process.
+// An existing workspace is reused as it is.
+func PrepareWorkspace(dataDir, user, chat string, uid, gid int) (string, error) {
+	if err := ValidateID("user id", user); err != nil {
+		return "", err
+	}
+	if err := ValidateID("chat id", chat); err != nil {
+		return "", err
+	}
+	if dataDir == "" {
+		return "", fmt.Errorf("prepare workspace: data directory is empty; configure one: %w", ErrInvalid)
+	}
+	root, err := os.OpenRoot(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("prepare workspace: open data directory: %w", err)
+	}
+	defer func() { _ = root.Close() }()
+
+	w := &Workspace{dir: dataDir, root: root, opts: WorkspaceOptions{UID: -1, GID: -1}}
+	parts := []string{"workspaces", user, "chat-" + chat}
+	display := strings.Join(parts, "/")
+	cur := root
+	for i, comp := range parts {
+		owner := [2]int{uid, gid}
+		if i == 0 {
+			owner = [2]int{-1, -1}
+		}
+		next, err := w.enter(cur, display, comp, true, owner)
+		if cur != root {
+			_ = cur.Close()
+		}
+		if err != nil {
+			return "", fmt.Errorf("prepare workspace: %w", err)
+		}
+		cur = next
+	}
+	_ = cur.Close()
+	return filepath.Join(dataDir, "workspaces", user, "chat-"+chat), nil
+}
+
+// WorkspaceOptions configures a Workspace.
+type WorkspaceOptions struct {
+	// UID and GID own the files and directories the Workspace creates (the
+	// sandbox user). -1 leaves that id as the process's; note that 0 means
+	// root, not "unset".
+	UID, GID int
+	// MaxFileSize caps ReadFile, WriteFile and EditFile; 0 means
+	// DefaultMaxFileSize (64 MiB).
+	MaxFileSize int64
+	// MaxEntries caps the entries ListDir returns; 0 means
+	// DefaultMaxEntries (10000).
+	MaxEntries int
+}
+
+// Workspace is the host-side file API over one chat's workspace directory.
+// Every access goes through an os.Root opened on the directory, one path
+// component at a time, so that nothing outside it is reachable even while a
+// process in the sandbox changes the tree: symbolic links anywhere in a path
+// are refused (never followed, even when they would stay inside), as are
+// FIFOs, sockets and devices; sizes and entry counts are capped.
+//
+// A Workspace is safe for concurrent use. Close may be called more than once.
+type Workspace struct {
+	dir  string
+	root *os.Root
+	opts WorkspaceOptions
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ FS = (*Workspace)(nil)
+
+// OpenWorkspace opens dir (an existing directory, usually from
+// PrepareWorkspace) as a Workspace.
+func OpenWorkspace(dir string, opts WorkspaceOptions) (*Workspace, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("open workspace: directory is empty: %w", ErrInvalid)
+	}
+	if opts.MaxFileSize <= 0 {
+		opts.MaxFileSize = DefaultMaxFileSize
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open workspace %s: %w (%w); create it with PrepareWorkspace", dir, ErrNotFound, err)
+		}
+		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
+	}
+	return &Workspace{dir: dir, root: root, opts: opts}, nil
+}
+
+// Dir returns the workspace's host directory.
+func (w *Workspace) Dir() string { return w.dir }
+
+// Close releases the directory handle. Later calls return errors.
+func (w *Workspace) Close() error {
+	w.closeOnce.Do(func() { w.closeErr = w.root.Close() })
+	return w.closeErr
+}
+
+// ReadFile returns the content of a regular file. A missing file wraps
+// ErrNotFound; a file over MaxFileSize wraps ErrOutputTooLarge.
+func (w *Workspace) ReadFile(ctx context.Context, name string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	data, _, err := w.readFile(name)
+	return data, err
+}
+
+// readFile reads a regular file and returns its info (for EditFile).
+func (w *Workspace) readFile(name string) ([]byte, fs.FileInfo, error) {
+	p, err := w.resolve(name, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read: %w", err)
+	}
+	defer p.close()
+	if p.base == "" {
+		return nil, nil, fmt.Errorf("read %s: the workspace root is a directory; name a file or use ListDir: %w", p.display, ErrInvalid)
+	}
+	f, fi, err := w.openFinal(p, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	if fi.Size() > w.opts.MaxFileSize {
+		return nil, nil, fmt.Errorf("read %s: %d bytes is over the %d-byte cap; read a smaller file or raise MaxFileSize: %w",
+			p.display, fi.Size(), w.opts.MaxFileSize, ErrOutputTooLarge)
+	}
+	// The file can grow after fstat; read at most one byte past the cap.
+	buf := make([]byte, 0, fi.Size()+1)
+	for {
+		if int64(len(buf)) > w.opts.MaxFileSize {
+			return nil, nil, fmt.Errorf("read %s: grew over the %d-byte cap while being read: %w", p.display, w.opts.MaxFileSize, ErrOutputTooLarge)
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, 4096)
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %s: %w", p.display, err)
+		}
+	}
+	if int64(len(buf)) > w.opts.MaxFileSize {
+		return nil, nil, fmt.Errorf("read %s: grew over the %d-byte cap while being read: %w", p.display, w.opts.MaxFileSize, ErrOutputTooLarge)
+	}
+	return buf, fi, nil
+}
+
+// WriteFile replaces or creates a regular file, creating missing parent
+// directories. It writes a temporary file in the same directory and renames
+// it over the target, so readers see the old or the new content, never a
+// mix. A new file gets mode 0644 and new files and directories belong to
+// UID:GID; an existing file keeps its mode and owner.
+func (w *Workspace) WriteFile(ctx context.Context, name string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if int64(len(data)) > w.opts.MaxFileSize {
+		return fmt.Errorf("write %s: %d bytes is over the %d-byte cap; write less or raise MaxFileSize: %w",
+			name, len(data), w.opts.MaxFileSize, ErrOutputTooLarge)
+	}
+	p, err := w.resolve(name, true)
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	defer p.close()
+	if p.base == "" {
+		return fmt.Errorf("write %s: the workspace root is a directory; name a file: %w", p.display, ErrInvalid)
+	}
+	if err := w.writeAtomic(p, data); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// ListDir lists a directory's entries sorted by name, as they are (a
+// symbolic link is listed, not followed). More than MaxEntries entries wrap
+// ErrOutputTooLarge.
+func (w *Workspace) ListDir(ctx context.Context, name string) ([]FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := w.resolve(name, false)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	defer p.close()
+	dir := p.dir
+	if p.base != "" {
+		sub, err := w.enter(p.dir, p.display, p.base, false, [2]int{-1, -1})
+		if err != nil {
+			return nil, fmt.Errorf("list: %w", err)
+		}
+		defer func() { _ = sub.Close() }()
+		dir = sub
+	}
+	f, err := dir.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", p.display, mapErr(err))
+	}
+	defer func() { _ = f.Close() }()
+	names, err := f.Readdirnames(w.opts.MaxEntries + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("list %s: %w", p.display, err)
+	}
+	if len(names) > w.opts.MaxEntries {
+		return nil, fmt.Errorf("list %s: more than %d entries; list a subdirectory or raise MaxEntries: %w",
+			p.display, w.opts.MaxEntries, ErrOutputTooLarge)
+	}
+	slices.Sort(names)
+	out := make([]FileInfo, 0, len(names))
+	for _, n := range names {
+		// Lstat through the directory's own root: a path-based lstat could
+		// be redirected by a swapped parent.
+		fi, err := dir.Lstat(n)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since it was listed
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", p.display, err)
+		}
+		out = append(out, toFileInfo(n, fi))
+	}
+	return out, nil
+}
+
+// Stat describes a regular file or directory. Symbolic links wrap
+// ErrPathEscapes, special files ErrInvalid, missing names ErrNotFound.
+func (w *Workspace) Stat(ctx context.Context, name string) (FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return FileInfo{}, err
+	}
+	p, err := w.resolve(name, false)
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("stat: %w", err)
+	}
+	defer p.close()
+	base := p.base
+	if base == "" {
+		base = "."
+	}
+	fi, err := p.dir.Lstat(base)
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("stat %s: %w", p.display, mapErr(err))
+	}
+	if err := checkType(p.display, fi, false, true); err != nil {
+		return FileInfo{}, fmt.Errorf("stat: %w", err)
+	}
+	return toFileInfo(path.Base(p.display), fi), nil
+}
+
+// EditFile applies edits (see ApplyEdits) to a regular file and writes the
+// result atomically, keeping the file's mode and owner. Nothing is written
+// when any edit fails.
+func (w *Workspace) EditFile(ctx context.Context, name string, edits []Edit) (EditResult, error) {
+	if err := ctx.Err(); err != nil {
+		return EditResult{}, err
+	}
+	data, _, err := w.readFile(name)
+	if err != nil {
+		return EditResult{}, fmt.Errorf("edit: %w", err)
+	}
+	res, err := ApplyEdits(string(data), edits)
+	if err != nil {
+		return EditResult{}, fmt.Errorf("edit %s: %w", name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return EditResult{}, err
+	}
+	if res.Content == string(data) {
+		return res, nil
+	}
+	if int64(len(res.Content)) > w.opts.MaxFileSize {
+		return EditResult{}, fmt.Errorf("edit %s: the result, %d bytes, is over the %d-byte cap: %w",
+			name, len(res.Content), w.opts.MaxFileSize, ErrOutputTooLarge)
+	}
+	p, err := w.resolve(name, false)
+	if err != nil {
+		return EditResult{}, fmt.Errorf("edit: %w", err)
+	}
+	defer p.close()
+	if err := w.writeAtomic(p, []byte(res.Content)); err != nil {
+		return EditResult{}, fmt.Errorf("edit: %w", err)
+	}
+	return res, nil
+}
+
+// resolved is a name split into an open parent directory and a final
+// component ("" for the workspace root itself).
+type resolved struct {
+	display string   // the name relative to the workspace, for messages
+	dir     *os.Root // the parent directory
+	base    string
+	owned   bool // dir must be closed
+}
+
+func (p *resolved) close() {
+	if p.owned {
+		_ = p.dir.Close()
+	}
+}
+
+// splitName maps a workspace name to its components: "/workspace/a/b",
+// "a/b" and "./a//b" all give [a b]; "", "." and "/workspace" give none.
+func splitName(name string) ([]string, error) {
+	if strings.IndexByte(name, 0) >= 0 {
+		return nil, fmt.Errorf("%q contains a NUL byte; remove it: %w", name, ErrPathEscapes)
+	}
+	rel := name
+	if path.IsAbs(name) {
+		rest, ok := strings.CutPrefix(name, ContainerWorkdir)
+		if !ok || rest != "" && rest[0] != '/' {
+			return nil, fmt.Errorf("%q is outside %s; use a name relative to the workspace or under %s/: %w",
+				name, ContainerWorkdir, ContainerWorkdir, ErrPathEscapes)
+		}
+		rel = strings.TrimLeft(rest, "/")
+	}
+	// Lexical cleaning is sound here because no symbolic link is ever
+	// followed: "a/../b" can only mean "b".
+	clean := path.Clean(rel)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return nil, fmt.Errorf("%q climbs out of the workspace with \"..\"; name a path inside it: %w", name, ErrPathEscapes)
+	}
+	if clean == "." {
+		return nil, nil
+	}
+	return strings.Split(clean, "/"), nil
+}
+
+// resolve validates name and opens its parent directory, refusing symbolic
+// links in every component; create makes missing parents.
+func (w *Workspace) resolve(name string, create bool) (*resolved, error) {
+	parts, err := splitName(name)
+	if err != nil {
+		return nil, err
+	}
+	display := strings.Join(parts, "/")
+	if display == "" {
+		return &resolved{display: ".", dir: w.root}, nil
+	}
+	owner := [2]int{w.opts.UID, w.opts.GID}
+	cur := w.root
+	for _, comp := range parts[:len(parts)-1] {
+		next, err := w.enter(cur, display, comp, create, owner)
+		if cur != w.root {
+			_ = cur.Close()
+		}
+		if err != nil {
+			return nil, err
+		}
+		cur = next
+	}
+	return &resolved{display: display, dir: cur, base: parts[len(parts)-1], owned: cur != w.root}, nil
+}
+
+// enter opens the directory comp of cur as a new root. It lstats comp first
+// and checks that what it opened is that same directory, so a component
+// swapped for a symbolic link between the two calls is refused rather than
+// followed (os.Root would follow it, though never out of cur).
+func (w *Workspace) enter(cur *os.Root, display, comp string, create bool, owner [2]int) (*os.Root, error) {
+	fi, err := cur.Lstat(comp)
+	if create && errors.Is(err, fs.ErrNotExist) {
+		err = cur.Mkdir(comp, 0o755)
+		if err == nil && (owner[0] != -1 || owner[1] != -1) {
+			// Lchown: if the new directory was already swapped for a link,
+			// this changes the link, and the Lstat below refuses it.
+			if err := cur.Lchown(comp, owner[0], owner[1]); err != nil {
+				return nil, fmt.Errorf("%s: give new directory %q to %d:%d: %w", display, comp, owner[0], owner[1], err)
+			}
+		}
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%s: create directory %q: %w", display, comp, mapErr(err))
+		}
+		fi, err = cur.Lstat(comp)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", display, mapErr(err))
+	}
+	if err := checkType(display, fi, true, false); err != nil {
+		return nil, err
+	}
+	sub, err := cur.OpenRoot(comp)
+	if err != nil {
+		return nil, fmt.Errorf("%s: open directory %q: %w", display, comp, mapErr(err))
+	}
+	st, err := sub.Stat(".")
+	if err != nil || !os.SameFile(fi, st) {
+		_ = sub.Close()
+		return nil, fmt.Errorf("%s: directory %q was replaced while being opened; retry, and do not swap directories for links: %w",
+			display, comp, ErrPathEscapes)
+	}
+	return sub, nil
+}
+
+// openFinal opens the final component of p read-only and non-blocking and
+// checks that it is a regular file (or directory when dir) and the same
+// object an lstat saw, so a FIFO never blocks and a link is never followed.
+func (w *Workspace) openFinal(p *resolved, dir bool) (*os.File, fs.FileInfo, error) {
+	fi, err := p.dir.Lstat(p.base)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", p.display, mapErr(err))
+	}
+	if err := checkType(p.display, fi, dir, false); err != nil {
+		return nil, nil, err
+	}
+	f, err := p.dir.OpenFile(p.base, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", p.display, mapErr(err))
+	}
+	st, err := f.Stat()
+	if err == nil && !os.SameFile(fi, st) {
+		err = fmt.Errorf("%s was replaced while being opened; retry: %w", p.display, ErrPathEscapes)
+	} else if err == nil {
+		err = checkType(p.display, st, dir, false)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
+}
+
+// writeAtomic writes data to p via a temporary file and a rename.
+func (w *Workspace) writeAtomic(p *resolved, data []byte) error {
+	mode := fs.FileMode(0o644)
+	uid, gid := w.opts.UID, w.opts.GID
+	keepMode := false
+	fi, err := p.dir.Lstat(p.base)
+	switch {
+	case err == nil:
+		if err := checkType(p.display, fi, false, false); err != nil {
+			return err
+		}
+		mode, keepMode = fi.Mode().Perm(), true
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			uid, gid = int(st.Uid), int(st.Gid)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: %w", p.display, mapErr(err))
+	}
+
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := ".agentbox-tmp-" + hex.EncodeToString(rnd[:])
+	f, err := p.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+	if err != nil {
+		return fmt.Errorf("%s: create temporary file: %w", p.display, mapErr(err))
+	}
+	fail := func(err error) error {
+		_ = f.Close()
+		_ = p.dir.Remove(tmp)
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(fmt.Errorf("%s: %w", p.display, err))
+	}
+	if keepMode {
+		// The umask may have narrowed the mode at creation.
+		if err := f.Chmod(mode); err != nil {
+			return fail(fmt.Errorf("%s: keep mode %v: %w", p.display, mode, err))
+		}
+	}
+	if uid != -1 && uid == os.Geteuid() {
+		uid = -1
+	}
+	if gid != -1 && gid == os.Getegid() {
+		gid = -1
+	}
+	if uid != -1 || gid != -1 {
+		if err := f.Chown(uid, gid); err != nil {
+			return fail(fmt.Errorf("%s: give file to %d:%d (the gateway must run as root or as the sandbox user): %w", p.display, uid, gid, err))
+		}
+	}
+	if err := f.Close(); err != nil {
+		_ = p.dir.Remove(tmp)
+		return fmt.Errorf("%s: %w", p.display, err)
+	}
+	if err := p.dir.Rename(tmp, p.base); err != nil {
+		_ = p.dir.Remove(tmp)
+		return fmt.Errorf("%s: %w", p.display, mapErr(err))
+	}
+	return nil
+}
+
+// checkType refuses links (ErrPathEscapes) and anything but a directory
+// (when dir) or a regular file (otherwise; either when either).
+func checkType(display string, fi fs.FileInfo, dir, either bool) error {
+	t := fi.Mode().Type()
+	switch {
+	case t&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s: %q is a symbolic link; links are never followed in the workspace, name the target instead: %w",
+			display, fi.Name(), ErrPathEscapes)
+	case t == fs.ModeDir && (dir || either), t == 0 && (!dir || either):
+		return nil
+	case t == fs.ModeDir:
+		return fmt.Errorf("%s: %q is a directory, not a file; use ListDir: %w", display, fi.Name(), ErrInvalid)
+	case t == 0:
+		return fmt.Errorf("%s: %q is a file, not a directory: %w", display, fi.Name(), ErrInvalid)
+	default:
+		return fmt.Errorf("%s: %q is a %s, not a regular file or directory; only those are accessible: %w",
+			display, fi.Name(), typeName(t), ErrInvalid)
+	}
+}
+
+func typeName(t fs.FileMode) string {
+	switch {
+	case t&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		return "socket"
+	case t&fs.ModeCharDevice != 0:
+		return "character device"
+	case t&fs.ModeDevice != 0:
+		return "device"
+	default:
+		return "special file"
+	}
+}
+
+// mapErr adds this package's sentinels to os errors callers branch on.
+func mapErr(err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w (%w)", ErrNotFound, err)
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%w (%w)", ErrPathEscapes, err)
+	case err != nil && strings.Contains(err.Error(), "path escapes from parent"):
+		// os.Root's own escape error is unexported.
+		return fmt.Errorf("%w (%w)", ErrPathEscapes, err)
+	}
+	return err
+}
+
+func toFileInfo(name string, fi fs.FileInfo) FileInfo {
+	return FileInfo{Name: name, Size: fi.Size(), IsDir: fi.IsDir(), ModTime: fi.ModTime()}
+}
