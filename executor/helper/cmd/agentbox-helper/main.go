@@ -1,0 +1,115 @@
+// Command agentbox-helper is the in-container side of agentbox: the
+// container's main process (under Docker's Init), serving exec on
+// /run/agentbox/exec.sock, relaying the model port and MCP to the host, and
+// exiting at the sandbox deadline. It is a static binary that runs on a bare
+// busybox image; see package github.com/agentbox/agentbox/executor/helper.
+//
+// Usage:
+//
+//	agentbox-helper serve [--dir /run/agentbox] [--workdir /workspace]
+//	                      [--deadline RFC3339] [--model-port N] [--kill-grace 500ms] [--debug]
+//	agentbox-helper mcp --server <id> [--dir /run/agentbox]
+//	agentbox-helper version
+//
+// The mcp relay reads its token from AGENTBOX_TOKEN, else from
+// /run/agentbox/token.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/agentbox/agentbox/executor/helper"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func usage(w io.Writer) {
+	_, _ = fmt.Fprintln(w, "usage: agentbox-helper serve|mcp|version [flags]; see `agentbox-helper serve -h`")
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stderr)
+	case "mcp":
+		return mcp(ctx, args[1:], stdin, stdout, stderr)
+	case "version":
+		_, _ = fmt.Fprintf(stdout, "agentbox-helper protocol %d\n", helper.ProtocolVersion)
+		return 0
+	default:
+		usage(stderr)
+		return 2
+	}
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o helper.ServerOptions
+	var deadline string
+	var debug bool
+	fs.StringVar(&o.Dir, "dir", helper.ContainerDir, "per-sandbox directory shared with the host")
+	fs.StringVar(&o.Workdir, "workdir", "/workspace", "working directory of commands that name none")
+	fs.StringVar(&deadline, "deadline", "", "RFC3339 time at which every command is killed and the helper exits")
+	fs.IntVar(&o.ModelPort, "model-port", 0, "loopback TCP port relayed to <dir>/model.sock (0: off)")
+	fs.DurationVar(&o.KillGrace, "kill-grace", helper.DefaultKillGrace, "SIGTERM to SIGKILL delay for cancelled commands")
+	fs.BoolVar(&debug, "debug", false, "log to stderr")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if deadline != "" {
+		t, err := time.Parse(time.RFC3339Nano, deadline)
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "agentbox-helper: --deadline %q: %v; use RFC3339, e.g. 2026-01-02T15:04:05Z\n", deadline, err)
+			return 2
+		}
+		o.Deadline = t
+	}
+	if debug {
+		o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	err := helper.NewServer(o).Run(ctx)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, helper.ErrDeadline):
+		_, _ = fmt.Fprintln(stderr, "agentbox-helper: sandbox deadline reached; exiting")
+		return 0
+	default:
+		_, _ = fmt.Fprintf(stderr, "agentbox-helper: %v\n", err)
+		return 1
+	}
+}
+
+func mcp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := helper.MCPRelayOptions{Stdin: stdin, Stdout: stdout}
+	fs.StringVar(&o.Server, "server", "", "MCP server id (the name in .mcp.json)")
+	fs.StringVar(&o.Dir, "dir", helper.ContainerDir, "per-sandbox directory shared with the host")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := helper.RunMCPRelay(ctx, o); err != nil {
+		_, _ = fmt.Fprintf(stderr, "agentbox-helper mcp: %v\n", err)
+		return 1
+	}
+	return 0
+}

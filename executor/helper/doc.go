@@ -1,0 +1,36 @@
+// Package helper is agentbox's in-container agent and its host-side client.
+//
+// The helper is a small static binary (cmd/agentbox-helper, stdlib only) that
+// runs as a sandbox container's main process under Docker's Init. The host
+// bind-mounts a per-sandbox directory at /run/agentbox (the directory, never
+// a socket file, so a restarted host listener is picked up: the helper dials
+// host sockets per connection). Through it:
+//
+//   - exec.sock: the helper listens, the host dials once per command. Each
+//     connection carries one exchange chosen by its first frame: hello (the
+//     ready signal WaitReady waits for), request (run one command) or kill
+//     (cancel a running command by id). Frames are a type byte, a big-endian
+//     uint32 length and at most MaxFrame bytes of payload; output travels in
+//     32 KiB frames with backpressure, so neither side buffers a command's
+//     output. Every command runs in its own process group; timeout, cancel
+//     or a vanished host kill the whole group (SIGTERM, SIGKILL after
+//     KillGrace), and whatever the command left running in its group is
+//     killed when it exits.
+//   - model.sock: the host's model proxy (package executor/modelproxy). The
+//     helper listens on 127.0.0.1:<ModelPort> inside the container (network
+//     none still has loopback) and relays each TCP connection to it.
+//   - mcp.sock: the host's MCP endpoint. `agentbox-helper mcp --server <id>`
+//     is the stdio MCP server named in .mcp.json; it sends one hello line
+//     (MCPHello: version, server id, per-request token taken from
+//     AGENTBOX_TOKEN or the file /run/agentbox/token), waits for the host's
+//     one-line ack, then relays newline-delimited JSON-RPC, each message
+//     capped at MaxMCPLine on both sides.
+//
+// With a deadline (ServeOptions.Deadline) the helper kills every command and
+// exits at it even when the host is gone; as the container's main process
+// its exit ends the container, which AutoRemove then deletes.
+//
+// Concurrency: a Client is safe for concurrent use; each Exec uses its own
+// connection and Close ends them all. A Server runs commands concurrently.
+// LineReader is not safe for concurrent use.
+package helper

@@ -1,0 +1,64 @@
+package helper
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// dialTimeout bounds a dial of a host socket from inside the container.
+const dialTimeout = 5 * time.Second
+
+// acceptModel relays each loopback TCP connection to the host's model proxy
+// socket, dialled per connection so a restarted host listener is picked up.
+func (s *Server) acceptModel(ln net.Listener) error {
+	host := SocketPath(s.opts.Dir, ModelSocket)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("helper: accept on model port: %w", err)
+		}
+		go func() {
+			up, err := net.DialTimeout("unix", host, dialTimeout)
+			if err != nil {
+				s.log.Warn("model proxy unreachable", "socket", host, "err", err)
+				_ = c.Close()
+				return
+			}
+			relay(c, up)
+		}()
+	}
+}
+
+// halfCloser is a connection whose write side can be closed alone.
+type halfCloser interface {
+	net.Conn
+	CloseWrite() error
+}
+
+// relay copies both ways until both directions ended, propagating
+// half-closes, then closes both connections.
+func relay(a, b net.Conn) {
+	var wg sync.WaitGroup
+	cp := func(dst, src net.Conn) {
+		_, err := io.Copy(dst, src)
+		if hc, ok := dst.(halfCloser); ok && err == nil {
+			_ = hc.CloseWrite()
+		} else {
+			// An error one way ends the exchange both ways.
+			_ = a.Close()
+			_ = b.Close()
+		}
+	}
+	wg.Go(func() { cp(b, a) })
+	wg.Go(func() { cp(a, b) })
+	wg.Wait()
+	_ = a.Close()
+	_ = b.Close()
+}

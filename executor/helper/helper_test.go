@@ -1,0 +1,170 @@
+package helper
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// startLocal runs a Server in-process on a temp dir (the helper's logic
+// without a container) and returns a ready client.
+func startLocal(t *testing.T, o ServerOptions) (*Client, string) {
+	t.Helper()
+	dir := t.TempDir()
+	o.Dir = dir
+	if o.Workdir == "" {
+		o.Workdir = dir
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- NewServer(o).Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done)
+	})
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	c, err := WaitReady(rctx, dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, dir
+}
+
+func TestExecLocal(t *testing.T) {
+	c, dir := startLocal(t, ServerOptions{KillGrace: 100 * time.Millisecond})
+	tests := map[string]struct {
+		cmd       executor.Cmd
+		wantOut   string
+		wantErr   string
+		wantCode  int
+		wantIs    error
+		wantSig   string
+		maxDurati time.Duration
+	}{
+		"stdout and exit code": {cmd: executor.Cmd{Args: []string{"sh", "-c", "echo hi; echo err >&2; exit 3"}}, wantOut: "hi\n", wantErr: "err\n", wantCode: 3},
+		"env and dir":          {cmd: executor.Cmd{Args: []string{"sh", "-c", "echo $FOO; pwd"}, Env: []string{"FOO=bar"}, Dir: "/"}, wantOut: "bar\n/\n"},
+		"default dir":          {cmd: executor.Cmd{Args: []string{"pwd"}}, wantOut: dir + "\n"},
+		"stdin":                {cmd: executor.Cmd{Args: []string{"cat"}, Stdin: strings.NewReader("piped\n")}, wantOut: "piped\n"},
+		"stdin ignored":        {cmd: executor.Cmd{Args: []string{"true"}, Stdin: strings.NewReader(strings.Repeat("x", 1<<20))}},
+		"not found":            {cmd: executor.Cmd{Args: []string{"/nonexistent/prog"}}, wantIs: executor.ErrNotFound, wantCode: -1},
+		"empty args":           {cmd: executor.Cmd{}, wantIs: executor.ErrInvalid, wantCode: -1},
+		"timeout kills group": {
+			cmd:    executor.Cmd{Args: []string{"sh", "-c", "sleep 30 & sleep 30; wait"}, Timeout: 200 * time.Millisecond},
+			wantIs: executor.ErrTimeout, wantCode: -1, wantSig: "SIGTERM", maxDurati: 3 * time.Second,
+		},
+		"output cap": {
+			cmd:    executor.Cmd{Args: []string{"sh", "-c", "yes"}, MaxOutput: 100000},
+			wantIs: executor.ErrOutputTooLarge, wantCode: -1, wantSig: "SIGTERM", wantOut: strings.Repeat("y\n", 50000),
+		},
+		"signal": {cmd: executor.Cmd{Args: []string{"sh", "-c", "kill -9 $$"}}, wantCode: -1, wantSig: "SIGKILL"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			cmd := tc.cmd
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			res, err := c.Exec(context.Background(), &cmd)
+			if tc.wantIs != nil {
+				require.ErrorIs(t, err, tc.wantIs)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.wantCode, res.ExitCode)
+			assert.Equal(t, tc.wantSig, res.Signal)
+			assert.Equal(t, "helper", res.Path)
+			if tc.wantIs == nil || tc.wantOut != "" {
+				assert.Equal(t, tc.wantOut, out.String())
+				assert.Equal(t, tc.wantErr, errb.String())
+			}
+			if tc.maxDurati > 0 {
+				assert.Less(t, res.Duration, tc.maxDurati)
+			}
+		})
+	}
+}
+
+func TestExecCancelKillsGroup(t *testing.T) {
+	c, dir := startLocal(t, ServerOptions{KillGrace: 100 * time.Millisecond})
+	pidFile := filepath.Join(dir, "pids")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	// Stdin left open: cancel must not depend on the command reading it.
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	defer func() { _ = pw.Close(); _ = pr.Close() }()
+	_, err = c.Exec(ctx, &executor.Cmd{
+		Args:  []string{"sh", "-c", "sleep 1000 & echo $! > " + pidFile + "; echo $$ >> " + pidFile + "; sleep 1000; wait"},
+		Stdin: pr,
+	})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	for _, f := range strings.Fields(string(b)) {
+		var pid int
+		_, _ = fmtSscan(f, &pid)
+		require.NotZero(t, pid)
+		assert.True(t, processGone(pid), "pid %d still alive", pid)
+	}
+}
+
+func TestDeadlineKillsAndReturns(t *testing.T) {
+	dir := t.TempDir()
+	srv := NewServer(ServerOptions{Dir: dir, Workdir: dir, Deadline: time.Now().Add(700 * time.Millisecond)})
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := WaitReady(ctx, dir)
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = c.Exec(ctx, &executor.Cmd{Args: []string{"sleep", "100"}})
+	require.ErrorIs(t, err, executor.ErrNotRunning)
+	assert.Less(t, time.Since(start), 3*time.Second)
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrDeadline)
+	case <-time.After(3 * time.Second):
+		t.Fatal("Run did not return at the deadline")
+	}
+}
+
+func TestClientClosed(t *testing.T) {
+	c, _ := startLocal(t, ServerOptions{})
+	require.NoError(t, c.Close())
+	_, err := c.Exec(context.Background(), &executor.Cmd{Args: []string{"true"}})
+	require.ErrorIs(t, err, executor.ErrNotRunning)
+	_, err = WaitReady(ctxTimeout(t, 50*time.Millisecond), t.TempDir())
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// processGone reports whether pid no longer exists (or is a zombie).
+func processGone(pid int) bool {
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", itoa(pid), "stat")); err == nil && isZombie(b) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}

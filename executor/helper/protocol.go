@@ -1,0 +1,154 @@
+package helper
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+)
+
+// Socket names inside the per-sandbox directory ({hostDir} on the host,
+// /run/agentbox in the container).
+const (
+	// ExecSocket is where the helper listens; the host dials it per command.
+	ExecSocket = "exec.sock"
+	// ModelSocket is the host's model proxy; the helper dials it per TCP
+	// connection the agent opens on 127.0.0.1:<ModelPort>.
+	ModelSocket = "model.sock"
+	// MCPSocket is the host's MCP endpoint; `agentbox-helper mcp` dials it.
+	MCPSocket = "mcp.sock"
+	// TokenFile, when the host writes it (mode 0400, owned by the sandbox
+	// user), holds the per-request token for `agentbox-helper mcp` if the
+	// AGENTBOX_TOKEN environment variable is not set.
+	TokenFile = "token"
+	// ContainerDir is where the per-sandbox directory is mounted.
+	ContainerDir = "/run/agentbox"
+)
+
+// ProtocolVersion is exchanged in the hello frames; a host refuses a helper
+// that speaks another version.
+const ProtocolVersion = 1
+
+// MaxFrame caps the payload of one exec-protocol frame. Output travels in
+// frames of at most chunkSize bytes; a peer announcing more than MaxFrame is
+// refused with ErrFrameTooLarge before anything is allocated.
+const MaxFrame = 1 << 20
+
+// chunkSize is the largest stdout/stderr/stdin data frame written.
+const chunkSize = 32 << 10
+
+// headerSize is one type byte and a big-endian uint32 payload length.
+const headerSize = 5
+
+// Frame types of the exec protocol. Each connection to exec.sock carries one
+// exchange, chosen by its first frame: hello (readiness), request (one
+// command) or kill (cancel a running command by id).
+const (
+	frameHello    byte = 'H' // both ways: JSON hello
+	frameRequest  byte = 'R' // host→helper: JSON execRequest
+	frameKill     byte = 'K' // host→helper on a fresh connection: JSON killRequest
+	frameStdin    byte = 'I' // host→helper: stdin bytes
+	frameStdinEOF byte = 'E' // host→helper: stdin closed
+	frameStdout   byte = 'O' // helper→host: stdout bytes
+	frameStderr   byte = 'D' // helper→host: stderr bytes
+	frameExit     byte = 'X' // helper→host: JSON exitStatus, last frame
+)
+
+// ErrFrameTooLarge reports a frame or line longer than the protocol's cap;
+// the connection is closed because the peer is broken or hostile.
+var ErrFrameTooLarge = errors.New("helper: frame exceeds the size cap")
+
+// hello is the readiness handshake.
+type hello struct {
+	Version int `json:"version"`
+	PID     int `json:"pid,omitempty"`
+}
+
+// execRequest is one command, as the host asks for it.
+type execRequest struct {
+	ID        string   `json:"id"`
+	Args      []string `json:"args"`
+	Env       []string `json:"env,omitempty"`
+	Dir       string   `json:"dir,omitempty"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+	MaxOutput int64    `json:"max_output,omitempty"`
+	Stdin     bool     `json:"stdin,omitempty"`
+}
+
+// killRequest cancels the running command with the given id.
+type killRequest struct {
+	ID string `json:"id"`
+}
+
+// Failure kinds carried in exitStatus.Error.
+const (
+	failTimeout  = "timeout"
+	failOutput   = "output_too_large"
+	failStart    = "start"
+	failNotFound = "not_found"
+	failCanceled = "canceled"
+	failInvalid  = "invalid"
+	failDeadline = "deadline"
+)
+
+// exitStatus is the helper's last frame for a command.
+type exitStatus struct {
+	ExitCode   int    `json:"exit_code"`
+	Signal     string `json:"signal,omitempty"`
+	OOMKilled  bool   `json:"oom_killed,omitempty"`
+	Error      string `json:"error,omitempty"`   // one of the fail* kinds
+	Message    string `json:"message,omitempty"` // human-readable detail
+	DurationNS int64  `json:"duration_ns"`
+}
+
+// writeFrame writes one frame with a single Write call.
+func writeFrame(w io.Writer, typ byte, payload []byte) error {
+	if len(payload) > MaxFrame {
+		return fmt.Errorf("%w: %d bytes (cap %d)", ErrFrameTooLarge, len(payload), MaxFrame)
+	}
+	buf := make([]byte, headerSize+len(payload))
+	buf[0] = typ
+	binary.BigEndian.PutUint32(buf[1:headerSize], uint32(len(payload)))
+	copy(buf[headerSize:], payload)
+	_, err := w.Write(buf)
+	return err
+}
+
+// writeDataFrame writes buf[headerSize:headerSize+n] as a frame of type typ,
+// using buf[:headerSize] for the header so data is not copied.
+func writeDataFrame(w io.Writer, typ byte, buf []byte, n int) error {
+	buf[0] = typ
+	binary.BigEndian.PutUint32(buf[1:headerSize], uint32(n))
+	_, err := w.Write(buf[:headerSize+n])
+	return err
+}
+
+// frameReader reads frames into a reused buffer.
+type frameReader struct {
+	r   io.Reader
+	hdr [headerSize]byte
+	buf []byte
+}
+
+// next returns the next frame; payload is valid until the following call.
+func (f *frameReader) next() (byte, []byte, error) {
+	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(f.hdr[1:])
+	if n > MaxFrame {
+		return 0, nil, fmt.Errorf("%w: peer announced %d bytes (cap %d)", ErrFrameTooLarge, n, MaxFrame)
+	}
+	if cap(f.buf) < int(n) {
+		f.buf = make([]byte, max(int(n), chunkSize))
+	}
+	p := f.buf[:n]
+	if _, err := io.ReadFull(f.r, p); err != nil {
+		return 0, nil, fmt.Errorf("helper: truncated frame: %w", err)
+	}
+	return f.hdr[0], p, nil
+}
+
+// SocketPath returns the path of the named socket in dir.
+func SocketPath(dir, name string) string { return filepath.Join(dir, name) }

@@ -1,0 +1,494 @@
+package helper
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultKillGrace is how long a cancelled or timed-out command's process
+// group has between SIGTERM and SIGKILL.
+const DefaultKillGrace = 500 * time.Millisecond
+
+// drainWait bounds how long output is still read after a command's process
+// group was killed (a process that left the group may hold the pipes).
+const drainWait = 2 * time.Second
+
+// ServerOptions configure the in-container side.
+type ServerOptions struct {
+	// Dir is the per-sandbox directory (ContainerDir in a container).
+	Dir string
+	// Workdir is the working directory of commands that name none.
+	Workdir string
+	// ModelPort, when > 0, is the loopback TCP port relayed to
+	// Dir/model.sock.
+	ModelPort int
+	// Deadline, when set, is the dead-man switch: at it every command's
+	// process group is killed and Run returns ErrDeadline, whether or not
+	// the host is still there.
+	Deadline time.Time
+	// KillGrace is the SIGTERM→SIGKILL delay (DefaultKillGrace when 0).
+	KillGrace time.Duration
+	// Logger receives diagnostics (discarded when nil).
+	Logger *slog.Logger
+}
+
+// ErrDeadline is returned by Server.Run when the sandbox deadline passed.
+var ErrDeadline = errors.New("helper: sandbox deadline reached")
+
+// Server is the helper's in-container side: the exec service on
+// Dir/exec.sock, the model forwarder and the dead-man switch.
+type Server struct {
+	opts ServerOptions
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	procs map[string]*proc
+	done  bool
+}
+
+// NewServer returns a server; Run starts it.
+func NewServer(o ServerOptions) *Server {
+	if o.Dir == "" {
+		o.Dir = ContainerDir
+	}
+	if o.Workdir == "" {
+		o.Workdir = "/workspace"
+	}
+	if o.KillGrace <= 0 {
+		o.KillGrace = DefaultKillGrace
+	}
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return &Server{opts: o, log: lg, procs: map[string]*proc{}}
+}
+
+// Run serves until ctx ends or the deadline passes, then kills every
+// running command's process group. It returns ErrDeadline at the deadline,
+// nil when ctx ended, or the listener's error.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.opts.Deadline.IsZero() && !time.Now().Before(s.opts.Deadline) {
+		return fmt.Errorf("%w before start (deadline %s)", ErrDeadline, s.opts.Deadline.Format(time.RFC3339))
+	}
+	sock := SocketPath(s.opts.Dir, ExecSocket)
+	// A socket file left by an earlier container in the same directory.
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("helper: remove stale %s: %w", sock, err)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "unix", sock)
+	if err != nil {
+		return fmt.Errorf("helper: listen on %s: %w; is the per-sandbox directory mounted writable at %s?", sock, err, s.opts.Dir)
+	}
+	var mln net.Listener
+	if s.opts.ModelPort > 0 {
+		mln, err = lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.ModelPort)))
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("helper: model forwarder: %w; pick another --model-port", err)
+		}
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	deadlineHit := make(chan struct{})
+	if !s.opts.Deadline.IsZero() {
+		t := time.AfterFunc(time.Until(s.opts.Deadline), func() { close(deadlineHit); stop() })
+		defer t.Stop()
+	}
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	wg.Go(func() { errc <- s.acceptExec(ln) })
+	if mln != nil {
+		wg.Go(func() { errc <- s.acceptModel(mln) })
+	}
+	select {
+	case <-runCtx.Done():
+		err = nil
+	case err = <-errc:
+	}
+	_ = ln.Close()
+	if mln != nil {
+		_ = mln.Close()
+	}
+	s.killAll()
+	select {
+	case <-deadlineHit:
+		s.log.Info("deadline reached; commands killed", "deadline", s.opts.Deadline)
+		return ErrDeadline
+	default:
+	}
+	return err
+}
+
+// killAll kills every running command's process group at once (no grace:
+// the sandbox is ending).
+func (s *Server) killAll() {
+	s.mu.Lock()
+	s.done = true
+	procs := make([]*proc, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.setReason(failDeadline)
+		p.signalGroup(syscall.SIGKILL)
+	}
+}
+
+func (s *Server) acceptExec(ln net.Listener) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("helper: accept on exec socket: %w", err)
+		}
+		go s.serveConn(c)
+	}
+}
+
+// serveConn handles one host connection; its first frame picks the exchange.
+func (s *Server) serveConn(c net.Conn) {
+	defer func() { _ = c.Close() }()
+	fr := &frameReader{r: bufio.NewReaderSize(c, chunkSize+headerSize)}
+	typ, p, err := fr.next()
+	if err != nil {
+		s.log.Debug("exec connection without a first frame", "err", err)
+		return
+	}
+	switch typ {
+	case frameHello:
+		b, _ := json.Marshal(hello{Version: ProtocolVersion, PID: os.Getpid()})
+		_ = writeFrame(c, frameHello, b)
+	case frameKill:
+		var k killRequest
+		if json.Unmarshal(p, &k) == nil {
+			s.mu.Lock()
+			pr := s.procs[k.ID]
+			s.mu.Unlock()
+			if pr != nil {
+				pr.kill(failCanceled)
+			}
+		}
+		_ = writeFrame(c, frameKill, nil)
+	case frameRequest:
+		var req execRequest
+		if err := json.Unmarshal(p, &req); err != nil {
+			s.sendExit(c, exitStatus{ExitCode: -1, Error: failInvalid, Message: "malformed request: " + err.Error()})
+			return
+		}
+		s.runCommand(c, fr, &req)
+	default:
+		s.log.Debug("unknown first frame", "type", string(typ))
+	}
+}
+
+func (s *Server) sendExit(w io.Writer, st exitStatus) {
+	b, _ := json.Marshal(st)
+	_ = writeFrame(w, frameExit, b)
+}
+
+// proc is one running command.
+type proc struct {
+	pgid  int
+	grace time.Duration
+
+	once   sync.Once
+	reason string // set once by kill
+	mu     sync.Mutex
+}
+
+// signalGroup sends sig to the command's whole process group.
+func (p *proc) signalGroup(sig syscall.Signal) {
+	_ = syscall.Kill(-p.pgid, sig)
+}
+
+// kill ends the process group: SIGTERM, then SIGKILL after the grace. The
+// first reason wins.
+func (p *proc) kill(reason string) {
+	p.once.Do(func() {
+		p.setReason(reason)
+		p.signalGroup(syscall.SIGTERM)
+		time.AfterFunc(p.grace, func() { p.signalGroup(syscall.SIGKILL) })
+	})
+}
+
+// setReason records why the command is being killed, unless a reason is
+// already known.
+func (p *proc) setReason(reason string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reason == "" {
+		p.reason = reason
+	}
+}
+
+func (p *proc) killReason() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reason
+}
+
+// runCommand starts req in its own process group and streams it over c.
+func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
+	start := time.Now()
+	fail := func(kind, msg string) {
+		s.sendExit(c, exitStatus{ExitCode: -1, Error: kind, Message: msg, DurationNS: int64(time.Since(start))})
+	}
+	if len(req.Args) == 0 || req.ID == "" {
+		fail(failInvalid, "request needs an id and a non-empty args")
+		return
+	}
+	dir := req.Dir
+	if dir == "" {
+		dir = s.opts.Workdir
+	}
+	cmd := exec.Command(req.Args[0], req.Args[1:]...)
+	cmd.Env = append(os.Environ(), req.Env...)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		fail(failStart, err.Error())
+		return
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW)
+		fail(failStart, err.Error())
+		return
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	var inR, inW *os.File
+	if req.Stdin {
+		if inR, inW, err = os.Pipe(); err != nil {
+			closeAll(outR, outW, errR, errW)
+			fail(failStart, err.Error())
+			return
+		}
+		cmd.Stdin = inR
+	}
+
+	oom0 := oomKills()
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		closeAll(outR, outW, errR, errW, inR, inW)
+		fail(failDeadline, "the helper is shutting down")
+		return
+	}
+	if _, dup := s.procs[req.ID]; dup {
+		s.mu.Unlock()
+		closeAll(outR, outW, errR, errW, inR, inW)
+		fail(failInvalid, "duplicate command id "+req.ID)
+		return
+	}
+	err = cmd.Start()
+	if err != nil {
+		s.mu.Unlock()
+		closeAll(outR, outW, errR, errW, inR, inW)
+		kind := failStart
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			kind = failNotFound
+		}
+		fail(kind, err.Error())
+		return
+	}
+	p := &proc{pgid: cmd.Process.Pid, grace: s.opts.KillGrace}
+	s.procs[req.ID] = p
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.procs, req.ID)
+		s.mu.Unlock()
+	}()
+	closeAll(outW, errW, inR)
+
+	if req.TimeoutMS > 0 {
+		t := time.AfterFunc(time.Duration(req.TimeoutMS)*time.Millisecond, func() { p.kill(failTimeout) })
+		defer t.Stop()
+	}
+
+	exited := make(chan struct{})
+	var wmu sync.Mutex // frames from the two pumps interleave whole
+	var pumps sync.WaitGroup
+	pump := func(r *os.File, typ byte) {
+		defer func() { _ = r.Close() }()
+		buf := make([]byte, headerSize+chunkSize)
+		var total int64
+		hostGone := false
+		for {
+			n, rerr := r.Read(buf[headerSize:])
+			if n > 0 && !hostGone {
+				if req.MaxOutput > 0 && total+int64(n) > req.MaxOutput {
+					n = int(req.MaxOutput - total)
+					p.kill(failOutput)
+				}
+				total += int64(n)
+				if n > 0 {
+					wmu.Lock()
+					werr := writeDataFrame(c, typ, buf, n)
+					wmu.Unlock()
+					if werr != nil {
+						hostGone = true
+						p.kill(failCanceled)
+					}
+				}
+			}
+			if rerr != nil {
+				return
+			}
+		}
+	}
+	pumps.Go(func() { pump(outR, frameStdout) })
+	pumps.Go(func() { pump(errR, frameStderr) })
+
+	// Host frames: stdin, or the connection closing (the host gave up).
+	var stdin chan []byte
+	if inW != nil {
+		stdin = make(chan []byte, 8)
+		go func() {
+			defer func() { _ = inW.Close() }()
+			broken := false
+			for b := range stdin {
+				if !broken {
+					if _, err := inW.Write(b); err != nil {
+						broken = true // EPIPE: the command closed its stdin
+					}
+				}
+			}
+		}()
+	}
+	go func() {
+		stdinOpen := stdin != nil
+		defer func() {
+			if stdinOpen {
+				close(stdin)
+			}
+		}()
+		for {
+			typ, b, err := fr.next()
+			if err != nil {
+				select {
+				case <-exited:
+				default:
+					p.kill(failCanceled)
+				}
+				return
+			}
+			switch typ {
+			case frameStdin:
+				if stdinOpen {
+					cp := append([]byte(nil), b...)
+					select {
+					case stdin <- cp:
+					case <-exited:
+					}
+				}
+			case frameStdinEOF:
+				if stdinOpen {
+					close(stdin)
+					stdinOpen = false
+				}
+			}
+		}
+	}()
+
+	waitErr := cmd.Wait()
+	close(exited)
+	// Whatever the command left running in its group does not outlive it.
+	p.signalGroup(syscall.SIGKILL)
+	dl := time.Now().Add(drainWait)
+	_ = outR.SetReadDeadline(dl)
+	_ = errR.SetReadDeadline(dl)
+	pumps.Wait()
+
+	st := exitStatus{DurationNS: int64(time.Since(start)), ExitCode: cmd.ProcessState.ExitCode()}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		st.ExitCode = -1
+		st.Signal = signalName(ws.Signal())
+	} else if waitErr != nil && st.ExitCode == 0 {
+		st.ExitCode = -1
+		st.Message = waitErr.Error()
+	}
+	if reason := p.killReason(); reason != "" {
+		st.Error = reason
+	}
+	st.OOMKilled = oomKills() > oom0
+	wmu.Lock()
+	s.sendExit(c, st)
+	wmu.Unlock()
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+// signalName gives the conventional name of the signals a command usually
+// dies of.
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	case syscall.SIGBUS:
+		return "SIGBUS"
+	case syscall.SIGXCPU:
+		return "SIGXCPU"
+	}
+	return "signal " + strconv.Itoa(int(sig))
+}
+
+// oomKills reads the container cgroup's oom_kill counter (cgroup v2, or
+// v1's memory.oom_control), or 0 when neither is readable.
+func oomKills() int64 {
+	for _, f := range []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
