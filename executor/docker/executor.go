@@ -1,0 +1,472 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// Executor creates Docker sandboxes. Create it with New; Close it once.
+type Executor struct {
+	o      Options
+	api    dockerAPI
+	logger hclog.Logger
+	leases *leases
+	root   *os.Root // DataDir
+	inst   *fileLock
+
+	mu      sync.Mutex
+	open    map[string]*Sandbox // by sandbox id
+	pending map[string]bool     // sandbox ids being created
+	closed  bool
+
+	rec     *reconciler
+	ret     *retention
+	stopBg  chan struct{}
+	bgDone  sync.WaitGroup
+	closeMu sync.Mutex
+}
+
+var _ executor.Executor = (*Executor)(nil)
+
+// New connects to the Docker daemon (DOCKER_HOST or Options.DockerHost,
+// with API version negotiation), takes the instance lock, removes orphaned
+// containers once and starts the reconciler and retention timers.
+func New(ctx context.Context, o Options) (*Executor, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if o.DockerHost != "" {
+		opts = append(opts, client.WithHost(o.DockerHost))
+	}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker executor: docker client: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, o.CallTimeout)
+	defer cancel()
+	if _, err := cli.Ping(pingCtx); err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("docker executor: the Docker daemon at %s does not answer; start dockerd or set DOCKER_HOST: %w", cli.DaemonHost(), err)
+	}
+	e, err := newExecutor(ctx, o, cli)
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// newExecutor builds an Executor over api (a fake in unit tests).
+func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, error) {
+	for _, dir := range []string{"workspaces", "sandboxes", "instances"} {
+		if err := os.MkdirAll(filepath.Join(o.DataDir, dir), 0o755); err != nil {
+			return nil, fmt.Errorf("docker executor: create %s: %w", filepath.Join(o.DataDir, dir), err)
+		}
+	}
+	root, err := os.OpenRoot(o.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("docker executor: open data directory: %w", err)
+	}
+	e := &Executor{
+		o:       o,
+		api:     api,
+		logger:  o.Logger.Named("docker").With("instance", o.InstanceID),
+		leases:  newLeases(),
+		root:    root,
+		open:    map[string]*Sandbox{},
+		pending: map[string]bool{},
+		stopBg:  make(chan struct{}),
+	}
+	if e.inst, err = e.lockInstance(); err != nil {
+		_ = root.Close()
+		return nil, err
+	}
+	e.rec = e.newReconciler()
+	e.ret = e.newRetention()
+	if _, err := e.rec.reconcile(ctx); err != nil {
+		e.logger.Warn("initial reconcile failed", "error", err)
+	}
+	e.every(o.ReconcileInterval, func(ctx context.Context) {
+		if _, err := e.rec.reconcile(ctx); err != nil {
+			e.logger.Warn("reconcile failed", "error", err)
+		}
+	})
+	e.every(o.RetentionInterval, func(ctx context.Context) {
+		if _, err := e.ret.sweep(ctx); err != nil {
+			e.logger.Warn("workspace retention sweep failed", "error", err)
+		}
+	})
+	e.logger.Debug("executor started", "data_dir", o.DataDir)
+	return e, nil
+}
+
+// every runs f every interval until Close (interval < 0: never).
+func (e *Executor) every(interval time.Duration, f func(context.Context)) {
+	if interval < 0 {
+		return
+	}
+	e.bgDone.Add(1)
+	go func() {
+		defer e.bgDone.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-e.stopBg:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), interval)
+				f(ctx)
+				cancel()
+			}
+		}
+	}()
+}
+
+// instanceLockName is the instance's lock file under DataDir; a live
+// instance holds an flock on it for its whole life.
+func instanceLockName(id string) string { return filepath.Join("instances", id+".lock") }
+
+// lockInstance takes this instance's lock, making sure the file it locked
+// is still the one at the path (a reconciler may delete a dead instance's
+// file between our open and our flock).
+func (e *Executor) lockInstance() (*fileLock, error) {
+	name := instanceLockName(e.o.InstanceID)
+	for range 10 {
+		f, err := e.root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("docker executor: instance lock: %w", err)
+		}
+		l, err := lockFile(context.Background(), f, 0)
+		if err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("docker executor: instance %q is already running with data directory %s; give each gateway its own InstanceID: %w", e.o.InstanceID, e.o.DataDir, err)
+		}
+		if sameFile(f, e.root, name) {
+			return l, nil
+		}
+		_ = l.Close()
+	}
+	return nil, fmt.Errorf("docker executor: instance lock %s keeps changing: %w", name, executor.ErrBusy)
+}
+
+// sameFile reports whether the open f is the file now at name.
+func sameFile(f *os.File, root *os.Root, name string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := root.Lstat(name)
+	return err == nil && os.SameFile(a, b)
+}
+
+// Create leases the chat (waiting up to Spec.LeaseWait), prepares its
+// workspace, starts a container over it with the baseline and returns once
+// a command can run in it. On any failure nothing is left behind.
+func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.Sandbox, error) {
+	start := time.Now()
+	p, err := newPlan(spec, e.o, start)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	user, chat := p.spec.UserID, p.spec.ChatID
+	logger := e.logger.With("user", user, "chat", chat)
+	sbID := randomID()
+	if !e.addPending(sbID) {
+		return nil, fmt.Errorf("create sandbox: the executor is closed: %w", executor.ErrNotRunning)
+	}
+	defer e.donePending(sbID)
+
+	unlease, err := e.leases.acquire(ctx, user+"/"+chat, p.spec.LeaseWait)
+	if err != nil {
+		logger.Debug("chat busy", "error", err)
+		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)
+	}
+	lock, err := e.lockChat(ctx, user, chat, p.spec.LeaseWait-time.Since(start))
+	if err != nil {
+		unlease()
+		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)
+	}
+	release := func() {
+		e.touchChat(user, chat)
+		_ = lock.Close()
+		unlease()
+	}
+	sb, err := e.start(ctx, p, sbID, logger)
+	if err != nil {
+		release()
+		logger.Warn("create sandbox failed", "error", err)
+		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)
+	}
+	sb.release = release
+	e.mu.Lock()
+	e.open[sbID] = sb
+	e.mu.Unlock()
+	logger.Debug("sandbox ready", "sandbox", sbID, "container", shortID(sb.id), "duration", time.Since(start), "exec_path", sb.runner.path(), "oom_counter", fmt.Sprintf("%T", sb.oom))
+	return sb, nil
+}
+
+// start prepares the workspace and host dir, creates and starts the
+// container and waits until it runs commands. It cleans up after itself on
+// failure.
+func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.Logger) (_ *Sandbox, err error) {
+	wsDir, err := executor.PrepareWorkspace(e.o.DataDir, p.spec.UserID, p.spec.ChatID, p.uid, p.gid)
+	if err != nil {
+		return nil, err
+	}
+	wsOpts := e.o.Workspace
+	wsOpts.UID, wsOpts.GID = p.uid, p.gid
+	ws, err := executor.OpenWorkspace(wsDir, wsOpts)
+	if err != nil {
+		return nil, err
+	}
+	hostDir, err := e.makeHostDir(sbID, p.uid, p.gid)
+	if err != nil {
+		_ = ws.Close()
+		return nil, err
+	}
+	sb := &Sandbox{e: e, sandboxID: sbID, hostDir: hostDir, ws: ws, plan: p, logger: logger.With("sandbox", sbID)}
+	defer func() {
+		if err != nil {
+			cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.CallTimeout)
+			defer cancel()
+			var rmErr error
+			if sb.id != "" {
+				rmErr = removeErrors(e.api.ContainerRemove(cleanupCtx, sb.id, container.RemoveOptions{Force: true}))
+			}
+			if cerr := errors.Join(rmErr, ws.Close(), e.removeHostDir(sbID)); cerr != nil {
+				logger.Error("cleanup after failed create", "error", cerr)
+			}
+		}
+	}()
+
+	cfg, hc := p.containerConfig(e.o, sbID, wsDir, hostDir)
+	callCtx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	created, err := e.api.ContainerCreate(callCtx, cfg, hc, nil, nil, "agentbox-"+sbID)
+	cancel()
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("image %s is not on the daemon; build or pull it first: %w", p.image, err)
+		}
+		return nil, fmt.Errorf("create container: %w", err)
+	}
+	sb.id = created.ID
+	logger.Debug("container created", "container", shortID(created.ID), "image", p.image)
+	callCtx, cancel = context.WithTimeout(ctx, e.o.CallTimeout)
+	err = e.api.ContainerStart(callCtx, created.ID, container.StartOptions{})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("start container: %w", err)
+	}
+	sb.docker = &dockerExec{
+		api: e.api, containerID: created.ID, user: p.spec.User,
+		stopGrace: e.o.StopGrace, callTimeout: e.o.CallTimeout, logger: sb.logger, stuck: sb.stop,
+	}
+	sb.runner = sb.docker
+	if err := e.waitReady(ctx, sb); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// waitReady waits until a command runs in the container, and picks the OOM
+// counter: the host's cgroup file when reachable, else a read by exec (that
+// read is then the readiness probe).
+func (e *Executor) waitReady(ctx context.Context, sb *Sandbox) error {
+	callCtx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	defer cancel()
+	if ins, err := e.api.ContainerInspect(callCtx, sb.id); err == nil && ins.State != nil {
+		if f := hostCgroupFile(ins.State.Pid, sb.id); f != "" {
+			sb.oom, sb.oomHost = hostOOMCounter{file: f}, true
+		}
+	}
+	probe := func() error {
+		code, out, err := sb.docker.simple(callCtx, []string{"true"}, nil)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("exit %d: %s", code, out)
+		}
+		return err
+	}
+	if !sb.oomHost {
+		sb.oom = execOOMCounter{d: sb.docker}
+		probe = func() error {
+			n, err := sb.oom.count(callCtx)
+			if errors.Is(err, errNoOOMCounter) {
+				sb.oom = nil
+				return nil
+			}
+			sb.lastOOM.Store(n)
+			return err
+		}
+	}
+	var err error
+	for {
+		if err = probe(); err == nil {
+			return nil
+		}
+		if callCtx.Err() != nil {
+			return fmt.Errorf("the container did not run a command within %v: %w", e.o.CallTimeout, err)
+		}
+		if errors.Is(err, executor.ErrNotRunning) {
+			return fmt.Errorf("the container stopped right after start (does image %s have /bin/sh and sleep?): %w", sb.plan.image, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lockChat creates {data}/workspaces/{user}/chat-{chat}.lock next to the
+// workspace and flocks it, waiting up to wait.
+func (e *Executor) lockChat(ctx context.Context, user, chat string, wait time.Duration) (*fileLock, error) {
+	dir := filepath.Join("workspaces", user)
+	if err := e.root.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	f, err := e.root.OpenFile(chatLockName(user, chat), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("chat lock: %w", err)
+	}
+	l, err := lockFile(ctx, f, max(wait, 0))
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// chatLockName is the chat's lock file under DataDir. Its mtime is the
+// chat's last use (touched at each release), read by the retention sweep.
+func chatLockName(user, chat string) string {
+	return filepath.Join("workspaces", user, "chat-"+chat+".lock")
+}
+
+// touchChat records the chat's last use.
+func (e *Executor) touchChat(user, chat string) {
+	now := time.Now()
+	if err := e.root.Chtimes(chatLockName(user, chat), now, now); err != nil {
+		e.logger.Warn("cannot record the chat's last use", "user", user, "chat", chat, "error", err)
+	}
+}
+
+// makeHostDir creates {data}/sandboxes/{id}, mode 0700, owned by the
+// sandbox user.
+func (e *Executor) makeHostDir(id string, uid, gid int) (string, error) {
+	name := filepath.Join("sandboxes", id)
+	if err := e.root.Mkdir(name, 0o700); err != nil {
+		return "", fmt.Errorf("create host dir: %w", err)
+	}
+	if err := e.root.Lchown(name, uid, gid); err != nil && os.Geteuid() != uid {
+		_ = e.root.Remove(name)
+		return "", fmt.Errorf("chown host dir to %d:%d (run the gateway as root or as the sandbox user): %w", uid, gid, err)
+	}
+	return filepath.Join(e.o.DataDir, name), nil
+}
+
+// removeHostDir deletes {data}/sandboxes/{id} and what the helper left in it.
+func (e *Executor) removeHostDir(id string) error {
+	if executor.ValidateID("sandbox id", id) != nil {
+		return nil
+	}
+	if err := e.root.RemoveAll(filepath.Join("sandboxes", id)); err != nil {
+		return fmt.Errorf("remove host dir: %w", err)
+	}
+	return nil
+}
+
+func (e *Executor) addPending(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.pending[id] = true
+	return true
+}
+
+func (e *Executor) donePending(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.pending, id)
+}
+
+func (e *Executor) forget(s *Sandbox) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.open, s.sandboxID)
+}
+
+// holds reports whether a live lease of this executor holds sandbox id.
+func (e *Executor) holds(sandboxID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pending[sandboxID] || e.open[sandboxID] != nil
+}
+
+// Close stops the timers, closes the sandboxes still open, releases the
+// instance lock and the Docker client. It is safe to call more than once.
+func (e *Executor) Close() error {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	open := make([]*Sandbox, 0, len(e.open))
+	for _, s := range e.open {
+		open = append(open, s)
+	}
+	e.mu.Unlock()
+	close(e.stopBg)
+	e.bgDone.Wait()
+	var errs []error
+	for _, s := range open {
+		errs = append(errs, s.Close(context.Background()))
+	}
+	errs = append(errs, e.inst.Close(), e.root.Close(), e.api.Close())
+	e.logger.Debug("executor closed", "sandboxes_closed", len(open))
+	return errors.Join(errs...)
+}
+
+// notRunning wraps Docker's "container gone or stopped" errors with
+// executor.ErrNotRunning.
+func notRunning(err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerrdefs.IsNotFound(err) || strings.Contains(err.Error(), "is not running") || strings.Contains(err.Error(), "No such container") {
+		return fmt.Errorf("%w: %w", executor.ErrNotRunning, err)
+	}
+	return err
+}
+
+// randomID returns 16 hex digits.
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

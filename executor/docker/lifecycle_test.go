@@ -1,0 +1,50 @@
+package docker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+func TestLifecycle(t *testing.T) {
+	e := newTestExecutor(t)
+	ctx := context.Background()
+
+	sb := create(t, e, testSpec("life"))
+	assert.Equal(t, executor.ContainerWorkdir, sb.Workdir())
+	assert.Equal(t, filepath.Join(e.o.DataDir, "sandboxes", sb.sandboxID), sb.HostDir())
+	assert.DirExists(t, sb.HostDir())
+
+	assert.Equal(t, "1000:1000 /workspace", mustRun(t, sb, `echo "$(id -u):$(id -g) $(pwd)"`))
+	require.NoError(t, sb.WriteFile(ctx, "notes/hello.txt", []byte("from the host\n")))
+	assert.Equal(t, "from the host", mustRun(t, sb, "cat notes/hello.txt"))
+	mustRun(t, sb, "echo from the container > made-inside.txt")
+	got, err := sb.ReadFile(ctx, "/workspace/made-inside.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "from the container\n", string(got))
+
+	hostDir := sb.HostDir()
+	id := sb.ID()
+	require.NoError(t, sb.Close(ctx))
+	require.NoError(t, sb.Close(ctx), "Close is idempotent")
+	assert.NoDirExists(t, hostDir)
+	_, err = e.api.ContainerInspect(ctx, id)
+	assert.True(t, err != nil, "container %s must be gone", id)
+	_, err = sb.Exec(ctx, &executor.Cmd{Args: []string{"true"}})
+	assert.ErrorIs(t, err, executor.ErrNotRunning)
+
+	// The next request of the chat sees the files.
+	ws := filepath.Join(e.o.DataDir, "workspaces", "u1", "chat-life")
+	assert.FileExists(t, filepath.Join(ws, "made-inside.txt"))
+	sb2 := create(t, e, testSpec("life"))
+	assert.Equal(t, "from the host\nfrom the container", mustRun(t, sb2, "cat notes/hello.txt made-inside.txt"))
+	fi, err := os.Stat(filepath.Join(ws, "notes", "hello.txt"))
+	require.NoError(t, err)
+	assert.NotNil(t, fi)
+}

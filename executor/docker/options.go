@@ -1,0 +1,140 @@
+package docker
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// Defaults of Options and of the container baseline. A Spec's zero limits
+// take these values; they are never "unlimited".
+const (
+	DefaultReconcileInterval = time.Minute
+	DefaultRetention         = 7 * 24 * time.Hour
+	DefaultRetentionInterval = time.Hour
+	DefaultLeaseWait         = 30 * time.Second
+	DefaultStopGrace         = 2 * time.Second
+	DefaultCallTimeout       = 30 * time.Second
+	DefaultExecTimeout       = 10 * time.Minute
+	DefaultMaxOutput         = 32 << 20
+	DefaultMemoryBytes       = 2 << 30
+	DefaultCPUs              = 1.0
+	DefaultPidsLimit         = 512
+	DefaultNofile            = 4096
+	DefaultTmpfsBytes        = 256 << 20
+	DefaultSandboxTimeout    = 30 * time.Minute
+	DefaultUser              = "1000:1000"
+	DefaultHome              = "/home/agent"
+)
+
+// Fixed paths inside the container.
+const (
+	// ContainerHostDir is where the per-sandbox host directory is mounted.
+	ContainerHostDir = "/run/agentbox"
+	// ContainerHelperPath is where Options.HelperBinary is mounted.
+	ContainerHelperPath = "/opt/agentbox/bin/agentbox-helper"
+)
+
+// Options configures an Executor. Only DataDir is required.
+type Options struct {
+	// DataDir holds workspaces/, sandboxes/ and instances/. It must be an
+	// absolute path the Docker daemon can bind-mount.
+	DataDir string
+	// Logger receives lifecycle steps at debug and failures at warn/error;
+	// nil means hclog.NewNullLogger().
+	Logger hclog.Logger
+	// InstanceID names this executor in container labels; "" picks a random
+	// one. Two live executors must not share an id.
+	InstanceID string
+	// DockerHost overrides DOCKER_HOST ("unix:///var/run/docker.sock").
+	DockerHost string
+	// Image is used when Spec.Image is empty.
+	Image string
+	// ReconcileInterval is how often orphaned containers are looked for;
+	// 0 means DefaultReconcileInterval, negative disables the timer (the
+	// reconciler still runs once in New).
+	ReconcileInterval time.Duration
+	// Retention is how long an unused workspace is kept; 0 means
+	// DefaultRetention. RetentionInterval is how often the sweep runs; 0
+	// means DefaultRetentionInterval, negative disables the sweep.
+	Retention         time.Duration
+	RetentionInterval time.Duration
+	// DefaultLeaseWait is used when Spec.LeaseWait is 0.
+	DefaultLeaseWait time.Duration
+	// StopGrace is how long a command gets between SIGTERM and SIGKILL when
+	// it is stopped (timeout, cancel, output cap); 0 means DefaultStopGrace.
+	StopGrace time.Duration
+	// CallTimeout bounds each short Docker call (create, start, inspect,
+	// remove, list); 0 means DefaultCallTimeout. Attach and exec streams are
+	// bounded by the command's own timeout instead.
+	CallTimeout time.Duration
+	// ExecTimeout and MaxOutput are the defaults of Cmd.Timeout and
+	// Cmd.MaxOutput.
+	ExecTimeout time.Duration
+	MaxOutput   int64
+	// TmpfsBytes caps each of the tmpfs mounts (/tmp and HOME).
+	TmpfsBytes int64
+	// Home is the sandbox user's HOME inside the container (a tmpfs).
+	Home string
+	// HelperBinary is an optional host path of the static agentbox helper,
+	// bind-mounted read-only at ContainerHelperPath.
+	HelperBinary string
+	// Workspace configures the host-side file API (UID/GID are taken from
+	// the sandbox user).
+	Workspace executor.WorkspaceOptions
+	// DryRun makes the reconciler and the retention sweep log what they
+	// would remove without removing it.
+	DryRun bool
+}
+
+// withDefaults validates o and fills in defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.DataDir == "" {
+		return o, fmt.Errorf("docker executor: Options.DataDir is empty; set it to an absolute directory for workspaces: %w", executor.ErrInvalid)
+	}
+	if !filepath.IsAbs(o.DataDir) {
+		return o, fmt.Errorf("docker executor: Options.DataDir %q is relative; the daemon bind-mounts from it, so give an absolute path: %w", o.DataDir, executor.ErrInvalid)
+	}
+	o.DataDir = filepath.Clean(o.DataDir)
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.InstanceID == "" {
+		o.InstanceID = randomID()
+	} else if err := executor.ValidateID("instance id", o.InstanceID); err != nil {
+		return o, fmt.Errorf("docker executor: %w", err)
+	}
+	if o.HelperBinary != "" && !filepath.IsAbs(o.HelperBinary) {
+		return o, fmt.Errorf("docker executor: Options.HelperBinary %q is relative; give an absolute host path: %w", o.HelperBinary, executor.ErrInvalid)
+	}
+	setDuration(&o.ReconcileInterval, DefaultReconcileInterval)
+	setDuration(&o.Retention, DefaultRetention)
+	setDuration(&o.RetentionInterval, DefaultRetentionInterval)
+	setDuration(&o.DefaultLeaseWait, DefaultLeaseWait)
+	setDuration(&o.StopGrace, DefaultStopGrace)
+	setDuration(&o.CallTimeout, DefaultCallTimeout)
+	setDuration(&o.ExecTimeout, DefaultExecTimeout)
+	if o.MaxOutput <= 0 {
+		o.MaxOutput = DefaultMaxOutput
+	}
+	if o.TmpfsBytes <= 0 {
+		o.TmpfsBytes = DefaultTmpfsBytes
+	}
+	if o.Home == "" {
+		o.Home = DefaultHome
+	}
+	if !filepath.IsAbs(o.Home) || filepath.Clean(o.Home) == "/" {
+		return o, fmt.Errorf("docker executor: Options.Home %q must be an absolute directory other than /: %w", o.Home, executor.ErrInvalid)
+	}
+	return o, nil
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}

@@ -1,0 +1,159 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// retention removes workspaces nobody used for keep. Last use is the mtime
+// of the chat's lock file (touched at each lease release), or of the
+// workspace directory when there is no lock file. It never touches a
+// leased chat (in this process or, through the flock, in another) and never
+// follows a symlink: it walks with os.Root and Lstat and removes with
+// Root.RemoveAll.
+type retention struct {
+	logger hclog.Logger
+	dryRun bool
+	keep   time.Duration
+	root   *os.Root // DataDir
+	now    func() time.Time
+	// tryLease takes the chat's in-process lease without waiting.
+	tryLease func(user, chat string) (func(), bool)
+}
+
+func (e *Executor) newRetention() *retention {
+	return &retention{
+		logger: e.logger.Named("retention"),
+		dryRun: e.o.DryRun,
+		keep:   e.o.Retention,
+		root:   e.root,
+		now:    time.Now,
+		tryLease: func(user, chat string) (func(), bool) {
+			release, err := e.leases.acquire(context.Background(), user+"/"+chat, 0)
+			return release, err == nil
+		},
+	}
+}
+
+// sweep removes expired workspaces and returns their paths relative to
+// DataDir.
+func (r *retention) sweep(ctx context.Context) ([]string, error) {
+	users, err := readDirNoFollow(r.root, "workspaces")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cutoff := r.now().Add(-r.keep)
+	var removed []string
+	var errs []error
+	for _, u := range users {
+		if ctx.Err() != nil {
+			return removed, ctx.Err()
+		}
+		if !u.IsDir() || executor.ValidateID("user id", u.Name()) != nil {
+			continue
+		}
+		userDir := filepath.Join("workspaces", u.Name())
+		chats, err := readDirNoFollow(r.root, userDir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, c := range chats {
+			chat, ok := strings.CutPrefix(c.Name(), "chat-")
+			if !ok || !c.IsDir() || executor.ValidateID("chat id", chat) != nil {
+				continue
+			}
+			name, err := r.expire(u.Name(), chat, cutoff)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if name != "" {
+				removed = append(removed, name)
+			}
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// expire removes one chat's workspace when it is unused since cutoff and
+// nobody holds it.
+func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) {
+	dir := filepath.Join("workspaces", user, "chat-"+chat)
+	if last, err := r.lastUse(user, chat); err != nil || !last.Before(cutoff) {
+		return "", err
+	}
+	release, ok := r.tryLease(user, chat)
+	if !ok {
+		return "", nil
+	}
+	defer release()
+	f, err := r.root.OpenFile(chatLockName(user, chat), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("retention: %w", err)
+	}
+	lock, err := lockFile(context.Background(), f, 0)
+	if err != nil {
+		_ = f.Close()
+		return "", nil // another gateway is using it
+	}
+	defer func() { _ = lock.Close() }()
+	// Checked again under the lock: a release may have just touched it.
+	if last, err := r.lastUse(user, chat); err != nil || !last.Before(cutoff) {
+		return "", err
+	}
+	log := r.logger.With("user", user, "chat", chat)
+	if r.dryRun {
+		log.Info("would remove unused workspace (dry run)")
+		return "", nil
+	}
+	if err := r.root.RemoveAll(dir); err != nil {
+		log.Warn("cannot remove unused workspace", "error", err)
+		return "", fmt.Errorf("retention: remove %s: %w", dir, err)
+	}
+	log.Info("removed unused workspace", "retention", r.keep)
+	return dir, nil
+}
+
+// lastUse is the chat's last release, or the workspace's mtime when it was
+// never released through a lock file.
+func (r *retention) lastUse(user, chat string) (time.Time, error) {
+	fi, err := r.root.Lstat(chatLockName(user, chat))
+	if err == nil && fi.Mode().IsRegular() {
+		return fi.ModTime(), nil
+	}
+	fi, err = r.root.Lstat(filepath.Join("workspaces", user, "chat-"+chat))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("retention: %w", err)
+	}
+	return fi.ModTime(), nil
+}
+
+// readDirNoFollow lists dir (a real directory, not a symlink) under root.
+func readDirNoFollow(root *os.Root, dir string) ([]fs.DirEntry, error) {
+	fi, err := root.Lstat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("retention: %s is not a directory: %w", dir, executor.ErrPathEscapes)
+	}
+	f, err := root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return f.ReadDir(-1)
+}

@@ -1,0 +1,205 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// Sandbox is one running container over one chat's workspace. Its FS
+// methods act on the workspace from the host (executor.Workspace); Exec
+// runs commands in the container.
+type Sandbox struct {
+	e         *Executor
+	id        string // container id
+	sandboxID string // our id: container name suffix, host dir name
+	hostDir   string
+	ws        *executor.Workspace
+	plan      plan
+	logger    hclog.Logger
+
+	runner  commandRunner
+	docker  *dockerExec
+	oom     oomCounter
+	oomHost bool         // oom reads are cheap file reads
+	lastOOM atomic.Int64 // last counter seen (exec-read path)
+
+	closed    atomic.Bool
+	stopped   atomic.Bool // the container was stopped because an exec was stuck
+	closeOnce sync.Once
+	closeErr  error
+	release   func() // lease, flock and last-use marker
+}
+
+var (
+	_ executor.Sandbox = (*Sandbox)(nil)
+	_ executor.FS      = (*Sandbox)(nil)
+)
+
+// ID is the container id.
+func (s *Sandbox) ID() string { return s.id }
+
+// Workdir is executor.ContainerWorkdir.
+func (s *Sandbox) Workdir() string { return executor.ContainerWorkdir }
+
+// HostDir is the per-sandbox host directory ({data}/sandboxes/{id}),
+// mounted at ContainerHostDir; the helper puts its sockets there.
+func (s *Sandbox) HostDir() string { return s.hostDir }
+
+// Deadline is when the container ends by itself.
+func (s *Sandbox) Deadline() time.Time { return s.plan.deadline }
+
+// ReadFile reads a workspace file from the host.
+func (s *Sandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
+	return s.ws.ReadFile(ctx, name)
+}
+
+// WriteFile writes a workspace file from the host, owned by the sandbox user.
+func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte) error {
+	return s.ws.WriteFile(ctx, name, data)
+}
+
+// ListDir lists a workspace directory from the host.
+func (s *Sandbox) ListDir(ctx context.Context, name string) ([]executor.FileInfo, error) {
+	return s.ws.ListDir(ctx, name)
+}
+
+// Stat describes a workspace entry from the host.
+func (s *Sandbox) Stat(ctx context.Context, name string) (executor.FileInfo, error) {
+	return s.ws.Stat(ctx, name)
+}
+
+// EditFile edits a workspace file from the host.
+func (s *Sandbox) EditFile(ctx context.Context, name string, edits []executor.Edit) (executor.EditResult, error) {
+	return s.ws.EditFile(ctx, name, edits)
+}
+
+// Exec runs cmd in the container and waits for it. When it stops early
+// (Cmd.Timeout, ctx cancelled, output over Cmd.MaxOutput) every process it
+// started is stopped: SIGTERM, then SIGKILL after Options.StopGrace.
+// OOMKilled reports that the OOM killer acted in the container while the
+// command ran, whatever its exit code.
+func (s *Sandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
+	if cmd == nil || len(cmd.Args) == 0 || cmd.Args[0] == "" {
+		return executor.ExecResult{}, fmt.Errorf("exec: empty argv; set Cmd.Args[0] to the program: %w", executor.ErrInvalid)
+	}
+	if s.closed.Load() || s.stopped.Load() {
+		return executor.ExecResult{}, fmt.Errorf("exec %q: sandbox %s: %w", cmd.Args[0], s.sandboxID, executor.ErrNotRunning)
+	}
+	c := *cmd
+	for _, kv := range c.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return executor.ExecResult{}, fmt.Errorf("exec %q: env entry %q is not KEY=VALUE: %w", c.Args[0], kv, executor.ErrInvalid)
+		}
+	}
+	if c.Dir == "" {
+		c.Dir = s.Workdir()
+	}
+	if !path.IsAbs(c.Dir) {
+		return executor.ExecResult{}, fmt.Errorf("exec %q: Dir %q is relative; give an absolute path inside the container such as %s: %w", c.Args[0], c.Dir, s.Workdir(), executor.ErrInvalid)
+	}
+	if c.Timeout < 0 || c.MaxOutput < 0 {
+		return executor.ExecResult{}, fmt.Errorf("exec %q: negative Timeout or MaxOutput; use 0 for the default: %w", c.Args[0], executor.ErrInvalid)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = s.e.o.ExecTimeout
+	}
+	if c.MaxOutput == 0 {
+		c.MaxOutput = s.e.o.MaxOutput
+	}
+	left := time.Until(s.plan.deadline)
+	if left <= 0 {
+		return executor.ExecResult{}, fmt.Errorf("exec %q: the sandbox passed its deadline; raise the sandbox timeout: %w", c.Args[0], executor.ErrTimeout)
+	}
+	c.Timeout = min(c.Timeout, left)
+
+	before := s.lastOOM.Load()
+	if s.oomHost {
+		if n, err := s.oom.count(ctx); err == nil {
+			before = n
+		}
+	}
+	s.logger.Debug("exec", "args", c.Args, "dir", c.Dir, "timeout", c.Timeout, "path", s.runner.path())
+	res, err := s.runner.run(ctx, &c)
+	if n, oerr := s.readOOM(ctx); oerr == nil {
+		res.OOMKilled = n > before
+	} else if !errors.Is(oerr, executor.ErrNotRunning) {
+		s.logger.Warn("cannot read the oom counter", "error", oerr)
+	}
+	if s.stopped.Load() && err != nil {
+		err = fmt.Errorf("%w (the sandbox was stopped because the command's processes could not be killed: %w)", err, executor.ErrNotRunning)
+	}
+	if err != nil {
+		s.logger.Debug("exec failed", "args", c.Args, "exit", res.ExitCode, "oom", res.OOMKilled, "duration", res.Duration, "error", err)
+	} else {
+		s.logger.Debug("exec done", "args", c.Args, "exit", res.ExitCode, "oom", res.OOMKilled, "duration", res.Duration)
+	}
+	return res, err
+}
+
+// readOOM reads the OOM counter on a context the caller cannot cancel.
+func (s *Sandbox) readOOM(ctx context.Context) (int64, error) {
+	if s.oom == nil {
+		return 0, errNoOOMCounter
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.o.CallTimeout)
+	defer cancel()
+	n, err := s.oom.count(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s.lastOOM.Store(n)
+	return n, nil
+}
+
+// stop kills the container when an exec's processes cannot be stopped
+// (the kill script cannot start, e.g. under a fork bomb at the pids limit).
+func (s *Sandbox) stop(ctx context.Context, reason string) {
+	s.stopped.Store(true)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.o.CallTimeout)
+	defer cancel()
+	err := s.e.api.ContainerKill(ctx, s.id, "KILL")
+	s.logger.Warn("sandbox stopped", "reason", reason, "error", err)
+}
+
+// Close removes the container (force; AutoRemove may already be at it),
+// deletes the host directory, closes the workspace handle and releases the
+// chat. It runs on a context the caller cannot cancel, bounded by the stop
+// grace plus a margin, keeps the workspace, and is safe to call more than
+// once (later calls return the first result).
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.o.StopGrace+s.e.o.CallTimeout)
+		defer cancel()
+		rmErr := s.e.api.ContainerRemove(ctx, s.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		errs := []error{removeErrors(rmErr)}
+		if err := s.ws.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close workspace: %w", err))
+		}
+		if err := s.e.removeHostDir(s.sandboxID); err != nil {
+			errs = append(errs, err)
+		}
+		s.e.forget(s)
+		s.release()
+		s.closeErr = errors.Join(errs...)
+		if s.closeErr != nil {
+			s.closeErr = fmt.Errorf("close sandbox %s: %w", s.sandboxID, s.closeErr)
+			s.logger.Error("sandbox close failed", "error", s.closeErr)
+			return
+		}
+		s.logger.Debug("sandbox removed", "duration", time.Since(start))
+	})
+	return s.closeErr
+}
