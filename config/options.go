@@ -1,0 +1,552 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of the sandbox options, applied by applyDefaults and listed in
+// REFERENCE.md.
+const (
+	DefaultMemoryBytes  int64   = 2 << 30
+	DefaultCPUs         float64 = 1
+	DefaultPidsLimit    int64   = 256
+	DefaultTimeout              = 10 * time.Minute
+	DefaultNetwork              = "none"
+	DefaultUser                 = "1000:1000"
+	DefaultPolicy               = PolicyRequest
+	DefaultIdleTTL              = 10 * time.Minute
+	DefaultHookTimeout          = 5 * time.Second
+	DefaultStallTimeout         = 5 * time.Minute
+	DefaultLeaseWait            = 30 * time.Second
+)
+
+// Sandbox policies.
+const (
+	// PolicyRequest gives every request a fresh container over the chat's
+	// persistent workspace.
+	PolicyRequest = "request"
+	// PolicySession keeps the chat's container between requests until it
+	// has been idle for IdleTTL.
+	PolicySession = "session"
+)
+
+// Commands (agent CLIs) a sandbox can run.
+const (
+	CommandClaude = "claude"
+	CommandCursor = "cursor"
+)
+
+// Bounds of the sandbox options. Limits are never unlimited: 0 and -1 are
+// refused.
+const (
+	minMemoryBytes  int64 = 128 << 20
+	minCPUs               = 0.01
+	minPids         int64 = 32
+	maxPids         int64 = 65536
+	minTimeout            = 10 * time.Second
+	maxTimeout            = 24 * time.Hour
+	minIdleTTL            = 10 * time.Second
+	minHookTimeout        = 100 * time.Millisecond
+	maxHookTimeout        = 5 * time.Minute
+	minStallTimeout       = 10 * time.Second
+	maxLeaseWait          = 10 * time.Minute
+)
+
+// argType is the type of a command argument.
+type argType string
+
+const (
+	argInt     argType = "integer > 0"
+	argString  argType = "string"
+	argBool    argType = "boolean"
+	argStrings argType = "array of strings"
+	argEnum    argType = "string, one of"
+)
+
+// argument is one entry of a command's argument schema.
+type argument struct {
+	Name string
+	Type argType
+	Enum []string
+	Doc  string
+}
+
+// command is one agent CLI and the rules its assistants follow.
+type command struct {
+	Name         string
+	DefaultImage string
+	Doc          string
+	// NeedsNetwork is why the command cannot run with network "none"
+	// ("" when it can).
+	NeedsNetwork string
+	// NeedsKey is why the command needs a connector with a key.
+	NeedsKey string
+	// ConnectorTypes are the connector types the CLI can use.
+	ConnectorTypes []string
+	Arguments      []argument
+	// Refused are argument names with a hint saying where the setting
+	// belongs instead.
+	Refused map[string]string
+}
+
+// commands is the one table of agent CLIs and their argument schemas.
+var commands = []command{
+	{
+		Name:           CommandClaude,
+		DefaultImage:   "agentbox/sandbox-claude:latest",
+		Doc:            "Claude Code (`claude -p`); the model is reached through the gateway's model proxy, so network \"none\" works.",
+		ConnectorTypes: []string{ConnectorAnthropic, ConnectorOpenAI},
+		Arguments: []argument{
+			{Name: "max_turns", Type: argInt, Doc: "stop the agent after this many turns (`--max-turns`); the run then finishes with reason length"},
+			{Name: "permission_mode", Type: argEnum, Enum: []string{"default", "acceptEdits", "bypassPermissions", "dontAsk", "plan"}, Doc: "`--permission-mode`; headless runs need acceptEdits or bypassPermissions to write files or run commands"},
+			{Name: "allowed_tools", Type: argStrings, Doc: "tools allowed without asking (`--allowedTools`), e.g. [\"Bash(git:*)\", \"Read\"]; MCP tools from mcp.servers are added"},
+			{Name: "disallowed_tools", Type: argStrings, Doc: "tools the agent may not use (`--disallowedTools`)"},
+		},
+		Refused: map[string]string{
+			"append_system_prompt": "put the instructions in prompts.yml (role: system); the runner passes them to the CLI",
+			"system_prompt":        "put the instructions in prompts.yml (role: system); the runner passes them to the CLI",
+			"model":                "the model is the connector's; point the assistant at another connector",
+		},
+	},
+	{
+		Name:           CommandCursor,
+		DefaultImage:   "agentbox/sandbox-cursor:latest",
+		Doc:            "Cursor's CLI (`cursor-agent -p`); it talks to Cursor's servers directly with the connector's key.",
+		NeedsNetwork:   "cursor-agent cannot use a local model endpoint: it talks to Cursor's servers directly, so the sandbox needs egress",
+		NeedsKey:       "cursor-agent authenticates to Cursor with the connector's key (CURSOR_API_KEY)",
+		ConnectorTypes: []string{ConnectorCursor},
+		Arguments: []argument{
+			{Name: "model", Type: argString, Doc: "model name passed as `--model`, overriding the connector's model"},
+			{Name: "force", Type: argBool, Doc: "pass `--force`: let the agent write files and run commands without asking (the runner's default applies when absent)"},
+		},
+		Refused: map[string]string{
+			"append_system_prompt": "put the instructions in prompts.yml (role: system); the runner writes them where cursor-agent reads rules",
+			"system_prompt":        "put the instructions in prompts.yml (role: system); the runner writes them where cursor-agent reads rules",
+		},
+	},
+}
+
+func commandNames() []string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.Name
+	}
+	return names
+}
+
+func lookupCommand(name string) *command {
+	for i := range commands {
+		if commands[i].Name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+func (c *command) argument(name string) *argument {
+	for i := range c.Arguments {
+		if c.Arguments[i].Name == name {
+			return &c.Arguments[i]
+		}
+	}
+	return nil
+}
+
+// sandboxDecoder decodes one sandbox block.
+type sandboxDecoder struct {
+	*decoder
+	opts  *LoadOptions
+	sb    *Sandbox
+	cmd   *command
+	nodes map[string]*node // the options present, by key
+}
+
+// option is one key of the sandbox block: its documentation and decoder.
+type option struct {
+	Key     string
+	Type    string
+	Default string
+	Doc     string
+	decode  func(s *sandboxDecoder, n *node, path string)
+}
+
+// sandboxOptions is the one table of sandbox options: decoding and
+// REFERENCE.md both come from it.
+var sandboxOptions = []option{
+	{Key: "command", Type: "string", Default: "(required)", Doc: "agent CLI: " + quoteList(commandNames()),
+		decode: func(s *sandboxDecoder, n *node, path string) {}}, // decoded first, see decodeSandbox
+	{Key: "image", Type: "string", Default: "per command (see Commands)", Doc: "Docker image with the agent CLI; it is never pulled by agentbox",
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			if v, ok := s.str(n, path, `"agentbox/sandbox-claude:latest"`); ok {
+				if v == "" || strings.ContainsAny(v, " \t\n") || strings.Contains(v, "://") {
+					s.errorf(n, path, `use an image reference such as "agentbox/sandbox-claude:latest"`, "%q is not an image reference", v)
+					return
+				}
+				s.sb.Image = v
+			}
+		}},
+	{Key: "max_memory", Type: "size", Default: formatSize(DefaultMemoryBytes), Doc: "memory limit (swap is not allowed); a number with k, m or g, at least " + formatSize(minMemoryBytes),
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			v, ok := s.str(n, path, `"4g"`)
+			if !ok {
+				return
+			}
+			b, err := parseSize(v)
+			if err != nil {
+				s.errorf(n, path, `use a number with k, m or g, e.g. "4g"`, "%q is not a size", v)
+				return
+			}
+			if b < minMemoryBytes {
+				s.errorf(n, path, fmt.Sprintf("use at least %q; a limit is never unlimited", formatSize(minMemoryBytes)), "%q is below the minimum", v)
+				return
+			}
+			if host := s.opts.hostMemory(); host > 0 && b > host {
+				s.warnf(n, path, "lower it; the container can never use more than the host has", "%q is more than the host's %s of memory", v, formatSize(host))
+			}
+			s.sb.MemoryBytes = b
+		}},
+	{Key: "max_cpu", Type: "number", Default: strconv.FormatFloat(DefaultCPUs, 'g', -1, 64), Doc: "CPU quota in cores (1.5 = one and a half), from 0.01 to the host's core count",
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			v, ok := s.number(n, path, "2")
+			if !ok {
+				return
+			}
+			if v < minCPUs {
+				s.errorf(n, path, "use a positive number of cores, e.g. 1 or 0.5", "%s is not a CPU quota", n.str)
+				return
+			}
+			if host := s.opts.hostCPUs(); host > 0 && v > float64(host) {
+				s.errorf(n, path, fmt.Sprintf("use at most %d", host), "%s is more than the host's %d cores", n.str, host)
+				return
+			}
+			s.sb.CPUs = v
+		}},
+	{Key: "pids", Type: "integer", Default: strconv.FormatInt(DefaultPidsLimit, 10), Doc: fmt.Sprintf("process limit in the container, %d to %d (0 and -1, \"unlimited\", are refused)", minPids, maxPids),
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			v, ok := s.integer(n, path, "256")
+			if !ok {
+				return
+			}
+			switch {
+			case v <= 0:
+				s.errorf(n, path, fmt.Sprintf("a limit is never unlimited; use a number from %d to %d, e.g. 256", minPids, maxPids), "%d is not a process limit", v)
+			case v < minPids || v > maxPids:
+				s.errorf(n, path, fmt.Sprintf("use a number from %d to %d, e.g. 256", minPids, maxPids), "%d is out of range", v)
+			default:
+				s.sb.PidsLimit = v
+			}
+		}},
+	{Key: "timeout", Type: "duration", Default: DefaultTimeout.String(), Doc: "the sandbox's whole life per request, " + minTimeout.String() + " to " + maxTimeout.String(),
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			if v, ok := s.duration(n, path, minTimeout, maxTimeout, `"10m"`); ok {
+				s.sb.Timeout = v
+			}
+		}},
+	{Key: "network", Type: "string", Default: strconv.Quote(DefaultNetwork), Doc: "Docker network: \"none\", \"bridge\" or the name of a network you created; \"host\" and \"container:...\" are refused",
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			v, ok := s.str(n, path, `"none"`)
+			if !ok {
+				return
+			}
+			switch {
+			case v == "host" || strings.HasPrefix(v, "container:"):
+				s.errorf(n, path, `use "none", "bridge" or a network you created for sandboxes`, "%q would share another network stack with the sandbox", v)
+			case !networkRE.MatchString(v):
+				s.errorf(n, path, `use "none", "bridge" or a Docker network name`, "%q is not a network name", v)
+			default:
+				s.sb.Network = v
+			}
+		}},
+	{Key: "runtime", Type: "string", Default: `"" (the daemon's default)`, Doc: `OCI runtime: "" (daemon default), "runc" or "runsc" (gVisor)`,
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			if v, ok := s.oneOf(n, path, []string{"", "runc", "runsc"}); ok {
+				s.sb.Runtime = v
+			}
+		}},
+	{Key: "user", Type: "string", Default: strconv.Quote(DefaultUser), Doc: "numeric \"uid:gid\" the agent runs as; uid 0 (root) is refused",
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			v, ok := s.str(n, path, `"1000:1000"`)
+			if !ok {
+				return
+			}
+			m := userRE.FindStringSubmatch(v)
+			if m == nil {
+				s.errorf(n, path, `use a numeric "uid:gid", e.g. "1000:1000"`, "%q is not a uid:gid", v)
+				return
+			}
+			if uid, _ := strconv.ParseUint(m[1], 10, 32); uid == 0 {
+				s.errorf(n, path, `use a non-root uid such as "1000:1000" (the image must let that user write /workspace)`, "%q runs the agent as root", v)
+				return
+			}
+			s.sb.User = v
+		}},
+	{Key: "policy", Type: "string", Default: strconv.Quote(DefaultPolicy), Doc: `"request": a fresh container per request over the persistent workspace; "session": keep the chat's container until idle_ttl`,
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			if v, ok := s.oneOf(n, path, []string{PolicyRequest, PolicySession}); ok {
+				s.sb.Policy = v
+			}
+		}},
+	{Key: "idle_ttl", Type: "duration", Default: DefaultIdleTTL.String() + " (session policy only)", Doc: "how long a session container may stay idle, " + minIdleTTL.String() + " to " + maxTimeout.String(),
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			if v, ok := s.duration(n, path, minIdleTTL, maxTimeout, `"10m"`); ok {
+				s.sb.IdleTTL = v
+			}
+		}},
+	{Key: "hook_timeout", Type: "duration", Default: DefaultHookTimeout.String(), Doc: "time budget of each JS hook call (Create, Next), " + minHookTimeout.String() + " to " + maxHookTimeout.String(),
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			if v, ok := s.duration(n, path, minHookTimeout, maxHookTimeout, `"5s"`); ok {
+				s.sb.HookTimeout = v
+			}
+		}},
+	{Key: "stall_timeout", Type: "duration", Default: DefaultStallTimeout.String(), Doc: "the run is stopped when the agent CLI prints nothing for this long (mind long tool calls), at least " + minStallTimeout.String(),
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			if v, ok := s.duration(n, path, minStallTimeout, maxTimeout, `"5m"`); ok {
+				s.sb.StallTimeout = v
+			}
+		}},
+	{Key: "lease_wait", Type: "duration", Default: DefaultLeaseWait.String(), Doc: "how long a request waits for another request of the same chat before failing as busy, 0 to " + maxLeaseWait.String(),
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			if v, ok := s.duration(n, path, 0, maxLeaseWait, `"30s"`); ok {
+				s.sb.LeaseWait = v
+				s.sb.leaseWaitSet = true
+			}
+		}},
+	{Key: "arguments", Type: "object", Default: "{}", Doc: "command-specific arguments, see Commands",
+		decode: func(s *sandboxDecoder, n *node, path string) { s.arguments(n, path) }},
+}
+
+var (
+	networkRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+	userRE    = regexp.MustCompile(`^(\d{1,10}):(\d{1,10})$`)
+	sizeRE    = regexp.MustCompile(`^(\d+(?:\.\d+)?)([kmgt])?(?:i?b)?$`)
+)
+
+func optionKeys() []string {
+	keys := make([]string, len(sandboxOptions))
+	for i, o := range sandboxOptions {
+		keys[i] = o.Key
+	}
+	return keys
+}
+
+// decodeSandbox decodes a sandbox block and applies the defaults.
+func decodeSandbox(d *decoder, n *node, opts *LoadOptions) *Sandbox {
+	const path = "sandbox"
+	if !d.object(n, path, optionKeys()) {
+		return nil
+	}
+	s := &sandboxDecoder{decoder: d, opts: opts, sb: &Sandbox{}, nodes: map[string]*node{}}
+	for _, m := range n.members {
+		s.nodes[m.key] = m.val
+	}
+	cn := s.nodes["command"]
+	if cn == nil {
+		d.errorf(n, joinPath(path, "command"), "add \"command\": "+quoteList(commandNames()), "missing")
+	} else if v, ok := d.oneOf(cn, joinPath(path, "command"), commandNames()); ok {
+		s.sb.Command = v
+		s.cmd = lookupCommand(v)
+	}
+	for _, o := range sandboxOptions {
+		if v := s.nodes[o.Key]; v != nil && o.Key != "command" {
+			o.decode(s, v, joinPath(path, o.Key))
+		}
+	}
+	applyDefaults(s.sb)
+	s.crossChecks(n, path)
+	return s.sb
+}
+
+// applyDefaults is the one place where defaults are applied.
+func applyDefaults(sb *Sandbox) {
+	if sb.Image == "" {
+		if c := lookupCommand(sb.Command); c != nil {
+			sb.Image = c.DefaultImage
+		}
+	}
+	if sb.MemoryBytes == 0 {
+		sb.MemoryBytes = DefaultMemoryBytes
+	}
+	if sb.CPUs == 0 {
+		sb.CPUs = DefaultCPUs
+	}
+	if sb.PidsLimit == 0 {
+		sb.PidsLimit = DefaultPidsLimit
+	}
+	if sb.Timeout == 0 {
+		sb.Timeout = DefaultTimeout
+	}
+	if sb.Network == "" {
+		sb.Network = DefaultNetwork
+	}
+	if sb.User == "" {
+		sb.User = DefaultUser
+	}
+	if sb.Policy == "" {
+		sb.Policy = DefaultPolicy
+	}
+	if sb.IdleTTL == 0 && sb.Policy == PolicySession {
+		sb.IdleTTL = DefaultIdleTTL
+	}
+	if sb.HookTimeout == 0 {
+		sb.HookTimeout = DefaultHookTimeout
+	}
+	if sb.StallTimeout == 0 {
+		sb.StallTimeout = DefaultStallTimeout
+	}
+	if sb.LeaseWait == 0 && !sb.leaseWaitSet {
+		sb.LeaseWait = DefaultLeaseWait
+	}
+	if sb.Arguments == nil {
+		sb.Arguments = map[string]any{}
+	}
+}
+
+// crossChecks validates options against each other and the command.
+func (s *sandboxDecoder) crossChecks(block *node, path string) {
+	sb := s.sb
+	at := func(key string) *node {
+		if n := s.nodes[key]; n != nil {
+			return n
+		}
+		return block
+	}
+	if n := s.nodes["idle_ttl"]; n != nil && sb.Policy != PolicySession {
+		s.warnf(n, joinPath(path, "idle_ttl"), `remove it or set "policy": "session"`, "has no effect with policy %q", sb.Policy)
+	}
+	if sb.HookTimeout > sb.Timeout {
+		s.errorf(at("hook_timeout"), joinPath(path, "hook_timeout"), "make it shorter than timeout", "%s is longer than the sandbox timeout %s", sb.HookTimeout, sb.Timeout)
+	}
+	if sb.StallTimeout >= sb.Timeout && s.nodes["stall_timeout"] != nil {
+		s.warnf(at("stall_timeout"), joinPath(path, "stall_timeout"), "make it shorter than timeout", "%s is not shorter than the sandbox timeout %s: the watchdog never fires", sb.StallTimeout, sb.Timeout)
+	}
+	if s.cmd != nil && s.cmd.NeedsNetwork != "" && sb.Network == "none" {
+		where, key := at("network"), "network"
+		if s.nodes["network"] == nil {
+			where = at("command")
+		}
+		s.errorf(where, joinPath(path, key), `declare egress, e.g. "network": "bridge" (or a network you created that reaches only the vendor)`,
+			"a %s sandbox cannot run with network %q: %s", s.cmd.Name, sb.Network, s.cmd.NeedsNetwork)
+	}
+}
+
+// duration reads a duration string within [lo, hi].
+func (s *sandboxDecoder) duration(n *node, path string, lo, hi time.Duration, example string) (time.Duration, bool) {
+	v, ok := s.str(n, path, example)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		s.errorf(n, path, "use a number with a unit (ms, s, m, h), e.g. "+example, "%q is not a duration", v)
+		return 0, false
+	}
+	if d < lo || d > hi || (lo == 0 && d < 0) {
+		s.errorf(n, path, fmt.Sprintf("use a duration from %s to %s, e.g. %s", lo, hi, example), "%q is out of range", v)
+		return 0, false
+	}
+	return d, true
+}
+
+// arguments decodes the command-specific arguments.
+func (s *sandboxDecoder) arguments(n *node, path string) {
+	if n.kind != kindObject {
+		s.wrongType(n, path, "an object", `{"max_turns": 20}`)
+		return
+	}
+	if s.cmd == nil {
+		return // the command is already reported
+	}
+	args := map[string]any{}
+	for _, m := range n.members {
+		p := joinPath(path, m.key)
+		a := s.cmd.argument(m.key)
+		if a == nil {
+			s.unknownArgument(m.key, m.val, p)
+			continue
+		}
+		if v, ok := s.argumentValue(a, m.val, p); ok {
+			args[m.key] = v
+		}
+	}
+	s.sb.Arguments = args
+}
+
+func (s *sandboxDecoder) unknownArgument(name string, n *node, path string) {
+	if hint, ok := s.cmd.Refused[name]; ok {
+		s.errorf(n, path, hint, "not an argument of %s", s.cmd.Name)
+		return
+	}
+	for _, other := range commands {
+		if other.Name != s.cmd.Name && other.argument(name) != nil {
+			s.errorf(n, path, "remove it; "+s.cmd.Name+" has no equivalent", "%s is a %s-only argument", name, other.Name)
+			return
+		}
+	}
+	known := make([]string, len(s.cmd.Arguments))
+	for i, a := range s.cmd.Arguments {
+		known[i] = a.Name
+	}
+	hint := suggest(name, known)
+	if hint == "" {
+		hint = "remove it; " + s.cmd.Name + " takes " + strings.Join(known, ", ")
+	}
+	s.errorf(n, path, hint, "unknown argument of %s", s.cmd.Name)
+}
+
+func (s *sandboxDecoder) argumentValue(a *argument, n *node, path string) (any, bool) {
+	switch a.Type {
+	case argInt:
+		v, ok := s.integer(n, path, "20")
+		if ok && v <= 0 {
+			s.errorf(n, path, "use a whole number above 0, e.g. 20", "%d is not a positive integer", v)
+			return nil, false
+		}
+		return int(min(v, math.MaxInt32)), ok
+	case argString:
+		return s.str(n, path, `"name"`)
+	case argBool:
+		return s.boolean(n, path)
+	case argStrings:
+		return s.strings(n, path, `["Read", "Bash(git:*)"]`)
+	case argEnum:
+		return s.oneOf(n, path, a.Enum)
+	}
+	return nil, false
+}
+
+// parseSize parses "4g", "512m", "1024k", "1.5g" or a byte count
+// (binary multiples; case-insensitive; an optional trailing b or ib).
+func parseSize(s string) (int64, error) {
+	m := sizeRE.FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	f, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size: %w", s, err)
+	}
+	shift := map[string]uint{"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[m[2]]
+	v := f * float64(uint64(1)<<shift)
+	if v >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return int64(v), nil
+}
+
+// formatSize renders bytes with the largest exact unit ("2g", "512m").
+func formatSize(b int64) string {
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"t", 40}, {"g", 30}, {"m", 20}, {"k", 10}} {
+		if b >= 1<<u.shift && b%(1<<u.shift) == 0 {
+			return strconv.FormatInt(b>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(b, 10)
+}

@@ -1,0 +1,89 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// Sandbox is an assistant's effective sandbox options: what package.yao
+// says, with every default applied (see REFERENCE.md).
+type Sandbox struct {
+	// Command is the agent CLI: "claude" or "cursor".
+	Command string `json:"command"`
+	// Image is the Docker image with the CLI.
+	Image string `json:"image"`
+	// MemoryBytes is the memory limit (max_memory).
+	MemoryBytes int64 `json:"memory_bytes"`
+	// CPUs is the CPU quota in cores (max_cpu).
+	CPUs float64 `json:"cpus"`
+	// PidsLimit caps processes (pids).
+	PidsLimit int64 `json:"pids"`
+	// Timeout is the sandbox's whole life per request.
+	Timeout time.Duration `json:"timeout"`
+	// Network is the Docker network mode ("none" by default).
+	Network string `json:"network"`
+	// Runtime is the OCI runtime ("" for the daemon's default).
+	Runtime string `json:"runtime"`
+	// User is the numeric "uid:gid" the agent runs as.
+	User string `json:"user"`
+	// Policy is PolicyRequest or PolicySession; IdleTTL applies to the latter.
+	Policy  string        `json:"policy"`
+	IdleTTL time.Duration `json:"idle_ttl"`
+	// HookTimeout is the budget of each JS hook call.
+	HookTimeout time.Duration `json:"hook_timeout"`
+	// StallTimeout stops a run whose CLI prints nothing for that long.
+	StallTimeout time.Duration `json:"stall_timeout"`
+	// LeaseWait bounds the wait for another request of the same chat.
+	LeaseWait time.Duration `json:"lease_wait"`
+	// Arguments are the command-specific arguments, typed by the command's
+	// schema: int, string, bool or []string.
+	Arguments map[string]any `json:"arguments"`
+
+	leaseWaitSet bool
+}
+
+// SpecValues are the container settings of a Sandbox. The field names and
+// types are those of executor.Spec, so a caller copies them one to one
+// (config does not import executor: see DESIGN.md's layering).
+type SpecValues struct {
+	Image       string
+	MemoryBytes int64
+	CPUs        float64
+	PidsLimit   int64
+	Timeout     time.Duration
+	Network     string
+	Runtime     string
+	User        string
+	ConfigHash  string
+	LeaseWait   time.Duration
+}
+
+// Spec returns the container settings for executor.Spec.
+func (s *Sandbox) Spec() SpecValues {
+	return SpecValues{
+		Image:       s.Image,
+		MemoryBytes: s.MemoryBytes,
+		CPUs:        s.CPUs,
+		PidsLimit:   s.PidsLimit,
+		Timeout:     s.Timeout,
+		Network:     s.Network,
+		Runtime:     s.Runtime,
+		User:        s.User,
+		ConfigHash:  s.ConfigHash(),
+		LeaseWait:   s.LeaseWait,
+	}
+}
+
+// ConfigHash is a stable hash (hex SHA-256) of the effective options,
+// arguments included: equal options give equal hashes across processes
+// and versions of the file (comments, key order and spelled-out defaults
+// do not matter), so a container made for other options is never reused.
+func (s *Sandbox) ConfigHash() string {
+	// Marshal cannot fail: the fields are plain values and Arguments holds
+	// only int, string, bool and []string.
+	b, _ := json.Marshal(s)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,3 @@
+export function Create(ctx: any, messages: any[], options: any) {
+  return { messages };
+}
