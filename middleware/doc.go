@@ -1,8 +1,37 @@
 // Package middleware is the gateway-facing core of agentbox: a Handler that
-// streams events and returns a response, and a Middleware that answers
-// requests for sandboxed assistants by running an agent CLI in a sandbox and
-// passes every other request to the next handler unchanged.
+// streams a request's events and returns its response, and an Orchestrator
+// whose Wrap is the Middleware that answers requests for sandboxed
+// assistants by running an agent CLI in a sandbox and passes every other
+// request to the next handler unchanged.
 //
-// Concurrency: a Middleware is safe for concurrent use by any number of
-// requests; per-request state lives in the call.
+// A sandboxed request goes through these phases (DESIGN.md "One request,
+// end to end"), each timed in Response.Timings:
+//
+//  1. lease: one run per (user, chat) at a time; a second request waits up
+//     to the sandbox's LeaseWait, then fails with KindBusy;
+//  2. container start: executor.Executor.Create (workspace directory,
+//     container, readiness), then the model route when there is a
+//     ModelRouter; an EventSandbox "ready" event follows;
+//  3. workspace: the assistant's files (skills, MCP config) are written;
+//  4. Create hook: it may replace the conversation or reject the request
+//     (KindHookRejected);
+//  5. agent: the runner's invocation runs in the sandbox and its stdout is
+//     parsed into events as it arrives;
+//  6. Next hook: it may replace the response or answer for a failed agent;
+//  7. teardown: the model route and the sandbox are closed on a context
+//     the caller cannot cancel, bounded by TeardownTimeout, whatever
+//     happened before (client gone, hook rejection, timeout); an
+//     EventSandbox "closed" event follows while the client listens.
+//
+// Failures are *Error values of a Kind (bad request, not found, config,
+// busy, unavailable, sandbox start, hook rejected, agent, timeout,
+// canceled, internal) that adapters map to their protocol's statuses;
+// Error.Retry tells whether sending the request again is safe.
+//
+// Adapters for wire protocols live in sub-packages (middleware/openai).
+//
+// Concurrency: an Orchestrator and the Handlers it returns are safe for
+// concurrent use by any number of requests; per-request state lives in the
+// call. Emit is never called from two goroutines at once. Close may be
+// called from any goroutine, more than once.
 package middleware

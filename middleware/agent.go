@@ -1,0 +1,165 @@
+package middleware
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/jsonl"
+)
+
+// errParserDone closes the agent's stdout pipe once the parser has what it
+// needs, so that a CLI still writing gets an error instead of blocking.
+var errParserDone = errors.New("middleware: the parser stopped reading")
+
+// maxStderr is how much of the end of the agent's stderr is kept for logs.
+const maxStderr = 8 << 10
+
+// agent runs the agent CLI in the sandbox and parses its stdout into events
+// as it arrives. It returns the completion (also when the CLI reported an
+// error, with an *Error beside it) or an *Error.
+func (r *run) agent(ctx context.Context, runner executor.Runner, messages []executor.Message) (*executor.Completion, error) {
+	t0 := time.Now()
+	defer func() { r.t.Agent = time.Since(t0) }()
+
+	rr := r.a.Sandbox.Run
+	rr.Messages = messages
+	rr.Workdir = r.sb.Workdir()
+	rr.Home = r.a.Sandbox.Home
+	if rr.Home == "" {
+		rr.Home = DefaultHome
+	}
+	if r.route != nil {
+		rr.ModelBaseURL, rr.APIKey = r.route.BaseURL(), r.route.Token()
+	}
+	inv, err := runner.Invocation(rr)
+	if err != nil {
+		return nil, Errorf(KindConfig, err, "the assistant %q cannot build its %s invocation: %v", r.a.ID, runner.Name(), err)
+	}
+	if err := r.writeFiles(ctx, inv.Files, "the runner's file"); err != nil {
+		return nil, err
+	}
+
+	comp, exit, stderr, perr := r.execParse(ctx, runner, inv)
+	if perr != nil {
+		r.log.Warn("the agent failed", "error", perr, "exit_code", exit.res.ExitCode, "exec_error", exit.err, "stderr", stderr)
+		return nil, r.failure(ctx, perr, r.agentError(perr, exit))
+	}
+	if exit.err != nil || exit.res.ExitCode != 0 {
+		r.log.Debug("the agent exited after its result", "exit_code", exit.res.ExitCode, "exec_error", exit.err)
+	}
+	if comp.IsError && comp.FinishReason != executor.FinishMaxTurns {
+		msg := "the agent reported an error"
+		if len(comp.Errors) > 0 {
+			msg += ": " + strings.Join(comp.Errors, "; ")
+		}
+		if comp.APIErrorStatus != 0 {
+			msg += fmt.Sprintf(" (the model API answered %d)", comp.APIErrorStatus)
+		}
+		return &comp, Errorf(KindAgent, nil, "%s", msg)
+	}
+	return &comp, nil
+}
+
+// execOutcome is how the agent's process ended.
+type execOutcome struct {
+	res executor.ExecResult
+	err error
+}
+
+// execParse runs the invocation with its stdout piped into the runner's
+// parser. When the parser stops early (bad stream, client gone) the process
+// is canceled; after a good final result it gets ExitGrace to exit by
+// itself.
+func (r *run) execParse(ctx context.Context, runner executor.Runner, inv executor.Invocation) (executor.Completion, execOutcome, string, error) {
+	pr, pw := io.Pipe()
+	stderr := &tailBuffer{max: maxStderr}
+	execCtx, cancelExec := context.WithCancel(ctx)
+	defer cancelExec()
+	cmd := &executor.Cmd{Args: inv.Args, Env: inv.Env, Stdout: pw, Stderr: stderr}
+	if len(inv.Stdin) > 0 {
+		cmd.Stdin = bytes.NewReader(inv.Stdin)
+	}
+	done := make(chan execOutcome, 1)
+	go func() {
+		res, err := r.sb.Exec(execCtx, cmd)
+		switch {
+		case err != nil:
+			pw.CloseWithError(err)
+		case res.ExitCode != 0:
+			pw.CloseWithError(fmt.Errorf("the agent exited with code %d", res.ExitCode))
+		default:
+			_ = pw.Close()
+		}
+		done <- execOutcome{res, err}
+	}()
+	comp, perr := runner.Parse(ctx, pr, r.send)
+	if perr != nil {
+		cancelExec()
+	}
+	_ = pr.CloseWithError(errParserDone)
+	var out execOutcome
+	if perr == nil {
+		grace := time.NewTimer(r.o.opts.ExitGrace)
+		select {
+		case out = <-done:
+		case <-grace.C:
+			r.log.Warn("the agent did not exit after its result; killing it", "grace", r.o.opts.ExitGrace)
+			cancelExec()
+			out = <-done
+		}
+		grace.Stop()
+	} else {
+		out = <-done
+	}
+	return comp, out, stderr.String(), perr
+}
+
+// agentError classifies a failed parse by how the process ended.
+func (r *run) agentError(perr error, out execOutcome) *Error {
+	switch {
+	case errors.Is(out.err, executor.ErrTimeout), errors.Is(perr, executor.ErrTimeout):
+		return Errorf(KindTimeout, perr, "the agent passed its time limit")
+	case errors.Is(perr, jsonl.ErrStalled), errors.Is(out.err, jsonl.ErrStalled):
+		return Errorf(KindTimeout, perr, "the agent stopped producing output and was stopped")
+	case errors.Is(out.err, executor.ErrOutputTooLarge):
+		return Errorf(KindAgent, perr, "the agent wrote more output than the sandbox allows")
+	case out.err != nil:
+		return Errorf(KindAgent, perr, "the agent could not run in the sandbox")
+	case out.res.OOMKilled:
+		return Errorf(KindAgent, perr, "the agent ran out of memory (exit code %d); raise sandbox.max_memory", out.res.ExitCode)
+	case out.res.ExitCode != 0:
+		return Errorf(KindAgent, perr, "the agent failed with exit code %d before its final result", out.res.ExitCode)
+	}
+	return Errorf(KindAgent, perr, "the agent's output ended without a final result")
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+// Write implements io.Writer; it never fails.
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}

@@ -1,0 +1,135 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/hooks"
+)
+
+// ErrUnknownAssistant is what a Catalog's Lookup returns (wrapped or not)
+// for an id it does not hold. The middleware then passes the request to the
+// next handler unchanged, which may know the id (a plain model, say).
+var ErrUnknownAssistant = errors.New("middleware: unknown assistant")
+
+// Assistant is what the middleware needs to know of one assistant.
+// Values are shared by concurrent requests and must not change after they
+// are handed to the middleware.
+type Assistant struct {
+	// ID is the assistant's id, what clients name as the model.
+	ID string
+	// Name is a human-readable name, for listings.
+	Name string
+	// Sandbox is the assistant's sandbox block; nil means a plain assistant
+	// whose requests go to the next handler unchanged.
+	Sandbox *Sandbox
+	// Hooks are the assistant's Create and Next hooks, or nil.
+	Hooks hooks.Hooks
+}
+
+// Sandbox is an assistant's sandbox block, resolved: which runner answers,
+// the sandbox to create and what the runner gets.
+type Sandbox struct {
+	// Runner names the executor.Runner that answers ("claude", "cursor").
+	Runner string
+	// Spec is the sandbox to create; the middleware fills in UserID, ChatID
+	// and AssistantID per request. Spec.Timeout also bounds the request
+	// from the lease to the Next hook.
+	Spec executor.Spec
+	// Files are placed in the workspace before every run, by relative name
+	// (the assistant's skills under .claude/skills/<name>/...).
+	Files map[string][]byte
+	// Home is the agent's HOME inside the container ("/home/agent" when
+	// empty): per run, since the container is per run.
+	Home string
+	// Run is the template of the runner's request: SystemPrompt, Model,
+	// Arguments, MCPConfig and AllowedTools are taken from it; Messages,
+	// Workdir, Home, ModelBaseURL and APIKey are set per request.
+	Run executor.RunRequest
+	// Options are passed to the hooks as their third argument, merged under
+	// the request's own options.
+	Options map[string]any
+}
+
+// Catalog is the gateway's set of assistants, typically loaded by package
+// config. Implementations are safe for concurrent use.
+type Catalog interface {
+	// Lookup returns the assistant with the id, or an error wrapping
+	// ErrUnknownAssistant when there is none.
+	Lookup(ctx context.Context, id string) (*Assistant, error)
+	// List returns every assistant, sorted by id.
+	List(ctx context.Context) ([]*Assistant, error)
+}
+
+// StaticCatalog is a Catalog over a fixed set of assistants.
+type StaticCatalog struct {
+	byID map[string]*Assistant
+	list []*Assistant
+}
+
+var _ Catalog = (*StaticCatalog)(nil)
+
+// NewCatalog returns a StaticCatalog of the assistants. Ids must be
+// non-empty and unique.
+func NewCatalog(assistants ...*Assistant) (*StaticCatalog, error) {
+	c := &StaticCatalog{byID: make(map[string]*Assistant, len(assistants))}
+	var errs []error
+	for i, a := range assistants {
+		switch {
+		case a == nil:
+			errs = append(errs, fmt.Errorf("assistant %d is nil; drop it from the list", i))
+		case a.ID == "":
+			errs = append(errs, fmt.Errorf("assistant %d has no id; set Assistant.ID", i))
+		case c.byID[a.ID] != nil:
+			errs = append(errs, fmt.Errorf("assistant id %q is used twice; ids must be unique", a.ID))
+		default:
+			c.byID[a.ID] = a
+			c.list = append(c.list, a)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("middleware: catalog: %w", err)
+	}
+	sort.Slice(c.list, func(i, j int) bool { return c.list[i].ID < c.list[j].ID })
+	return c, nil
+}
+
+// Lookup implements Catalog.
+func (c *StaticCatalog) Lookup(_ context.Context, id string) (*Assistant, error) {
+	if a := c.byID[id]; a != nil {
+		return a, nil
+	}
+	return nil, fmt.Errorf("%w %q", ErrUnknownAssistant, id)
+}
+
+// List implements Catalog.
+func (c *StaticCatalog) List(context.Context) ([]*Assistant, error) {
+	return append([]*Assistant(nil), c.list...), nil
+}
+
+// ModelRouter opens the route by which one run's agent reaches the model:
+// on the host, a model proxy that accepts a per-request token and swaps in
+// the connector's key (package executor/modelproxy); in the container, the
+// helper's forwarder. Implementations are safe for concurrent use.
+type ModelRouter interface {
+	// Open starts the route for one run in sb.
+	Open(ctx context.Context, sb executor.Sandbox, a *Assistant) (ModelRoute, error)
+}
+
+// ModelRoute is one run's route to the model.
+type ModelRoute interface {
+	// BaseURL is where the agent reaches the model from inside the
+	// container (executor.RunRequest.ModelBaseURL).
+	BaseURL() string
+	// Token is the per-request key the route accepts
+	// (executor.RunRequest.APIKey); never the connector's key.
+	Token() string
+	// Usage is the usage metered so far.
+	Usage() executor.Usage
+	// Close stops the route; the middleware calls it before the sandbox's
+	// Close.
+	Close() error
+}

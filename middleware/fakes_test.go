@@ -1,0 +1,383 @@
+package middleware_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/executortest"
+	"github.com/agentbox/agentbox/hooks"
+	"github.com/agentbox/agentbox/middleware"
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+)
+
+// line is one line of the scripted agent's stdout: an event or the final
+// result.
+type line struct {
+	Event  *executor.Event      `json:"event,omitempty"`
+	Result *executor.Completion `json:"result,omitempty"`
+}
+
+// script is what the scripted agent does when the fake sandbox runs it.
+type script struct {
+	lines []line
+	// block makes the agent wait for its context after the lines (a run
+	// that never ends by itself).
+	block bool
+	// exit is the exit code; err is Exec's error.
+	exit int
+	err  error
+}
+
+// textRun is a script that answers with texts and a final result.
+func textRun(usage executor.Usage, texts ...string) script {
+	var s script
+	content := ""
+	for _, t := range texts {
+		s.lines = append(s.lines, line{Event: &executor.Event{Kind: executor.EventText, Text: t}})
+		content += t
+	}
+	s.lines = append(s.lines, line{Result: &executor.Completion{Content: content, FinishReason: executor.FinishStop, Usage: usage}})
+	return s
+}
+
+// exec is the ExecFunc of a sandbox that runs the script as the agent.
+func (s script) exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
+	enc := json.NewEncoder(cmd.Stdout)
+	for _, l := range s.lines {
+		if err := enc.Encode(l); err != nil {
+			return executor.ExecResult{ExitCode: -1}, err
+		}
+	}
+	if s.block {
+		<-ctx.Done()
+		return executor.ExecResult{ExitCode: -1, Signal: "KILL"}, ctx.Err()
+	}
+	return executor.ExecResult{ExitCode: s.exit}, s.err
+}
+
+// fakeRunner is an executor.Runner for the scripted agent: its stdout is
+// JSON lines of events and a final result.
+type fakeRunner struct {
+	tr     *tracer
+	invErr error
+
+	mu   sync.Mutex
+	reqs []executor.RunRequest
+}
+
+var _ executor.Runner = (*fakeRunner)(nil)
+
+func (r *fakeRunner) Name() string { return "fake" }
+
+func (r *fakeRunner) Invocation(req executor.RunRequest) (executor.Invocation, error) {
+	r.tr.add("invocation")
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	if r.invErr != nil {
+		return executor.Invocation{}, r.invErr
+	}
+	stdin, err := json.Marshal(req.Messages)
+	if err != nil {
+		return executor.Invocation{}, err
+	}
+	return executor.Invocation{
+		Args:  []string{"fake-agent", "--model", req.Model},
+		Env:   []string{"HOME=" + req.Home, "BASE_URL=" + req.ModelBaseURL, "KEY=" + req.APIKey},
+		Stdin: stdin,
+		Files: map[string][]byte{".fake/run.json": stdin},
+	}, nil
+}
+
+func (r *fakeRunner) requests() []executor.RunRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reqs)
+}
+
+func (r *fakeRunner) Parse(ctx context.Context, stdout io.Reader, emit func(executor.Event) error) (executor.Completion, error) {
+	r.tr.add("parse")
+	br := bufio.NewReader(stdout)
+	var result *executor.Completion
+	for {
+		b, err := br.ReadBytes('\n')
+		if len(b) > 0 {
+			var l line
+			if jerr := json.Unmarshal(b, &l); jerr != nil {
+				return executor.Completion{}, fmt.Errorf("fake runner: bad line %q: %w", b, jerr)
+			}
+			switch {
+			case l.Event != nil:
+				if eerr := emit(*l.Event); eerr != nil {
+					return executor.Completion{}, eerr
+				}
+			case l.Result != nil:
+				result = l.Result
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return executor.Completion{}, fmt.Errorf("fake runner: read: %w", err)
+		}
+	}
+	if result == nil {
+		return executor.Completion{}, errors.New("fake runner: the stream ended without a result")
+	}
+	return *result, ctx.Err()
+}
+
+// tracer records the order in which the parts were called.
+type tracer struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (t *tracer) add(s string) {
+	t.mu.Lock()
+	t.log = append(t.log, s)
+	t.mu.Unlock()
+}
+
+func (t *tracer) get() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.log)
+}
+
+// tracingExecutor wraps a FakeExecutor and traces its sandboxes' calls.
+type tracingExecutor struct {
+	*executortest.FakeExecutor
+	tr     *tracer
+	closed int
+	// closeCtxErr records ctx.Err() of each sandbox Close call.
+	mu          sync.Mutex
+	closeCtxErr []error
+}
+
+func (e *tracingExecutor) Create(ctx context.Context, spec executor.Spec) (executor.Sandbox, error) {
+	e.tr.add("create")
+	sb, err := e.FakeExecutor.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &tracingSandbox{Sandbox: sb, e: e}, nil
+}
+
+func (e *tracingExecutor) Close() error {
+	e.tr.add("executor.close")
+	e.closed++
+	return e.FakeExecutor.Close()
+}
+
+type tracingSandbox struct {
+	executor.Sandbox
+	e *tracingExecutor
+}
+
+func (s *tracingSandbox) WriteFile(ctx context.Context, name string, data []byte) error {
+	s.e.tr.add("write " + name)
+	return s.Sandbox.WriteFile(ctx, name, data)
+}
+
+func (s *tracingSandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
+	s.e.tr.add("exec " + cmd.Args[0])
+	return s.Sandbox.Exec(ctx, cmd)
+}
+
+func (s *tracingSandbox) Close(ctx context.Context) error {
+	s.e.tr.add("close")
+	s.e.mu.Lock()
+	s.e.closeCtxErr = append(s.e.closeCtxErr, ctx.Err())
+	s.e.mu.Unlock()
+	return s.Sandbox.Close(ctx)
+}
+
+// fakeRouter is a ModelRouter whose routes meter a fixed usage.
+type fakeRouter struct {
+	tr      *tracer
+	usage   executor.Usage
+	openErr error
+	closed  int
+}
+
+func (m *fakeRouter) Open(_ context.Context, sb executor.Sandbox, a *middleware.Assistant) (middleware.ModelRoute, error) {
+	m.tr.add("route.open")
+	if m.openErr != nil {
+		return nil, m.openErr
+	}
+	return &fakeRoute{m: m}, nil
+}
+
+func (m *fakeRouter) Close() error {
+	m.tr.add("router.close")
+	m.closed++
+	return nil
+}
+
+type fakeRoute struct{ m *fakeRouter }
+
+func (r *fakeRoute) BaseURL() string       { return "http://127.0.0.1:7000" }
+func (r *fakeRoute) Token() string         { return "per-request-token" }
+func (r *fakeRoute) Usage() executor.Usage { return r.m.usage }
+func (r *fakeRoute) Close() error          { r.m.tr.add("route.close"); return nil }
+
+// env is an Orchestrator over fakes, with one sandboxed assistant "coder"
+// and one plain assistant "qa".
+type env struct {
+	o      *middleware.Orchestrator
+	tr     *tracer
+	ex     *tracingExecutor
+	runner *fakeRunner
+	router *fakeRouter
+	coder  *middleware.Assistant
+	// script is what the next sandboxes' agent does.
+	mu     sync.Mutex
+	script script
+	next   middleware.Handler
+	h      middleware.Handler
+}
+
+type envOption func(*env, *middleware.Options)
+
+func withHooks(h hooks.Hooks) envOption {
+	return func(e *env, _ *middleware.Options) { e.coder.Hooks = tracedHooks{Hooks: h, tr: e.tr} }
+}
+
+// tracedHooks traces the hooks' calls.
+type tracedHooks struct {
+	hooks.Hooks
+	tr *tracer
+}
+
+func (h tracedHooks) Create(ctx context.Context, hc *hooks.Context, msgs []executor.Message) (*hooks.CreateResult, error) {
+	h.tr.add("hook.create")
+	return h.Hooks.Create(ctx, hc, msgs)
+}
+
+func (h tracedHooks) Next(ctx context.Context, hc *hooks.Context, p hooks.NextPayload) (*hooks.NextResult, error) {
+	h.tr.add("hook.next")
+	return h.Hooks.Next(ctx, hc, p)
+}
+
+func withRouter() envOption {
+	return func(e *env, o *middleware.Options) {
+		e.router = &fakeRouter{tr: e.tr, usage: executor.Usage{InputTokens: 1000, OutputTokens: 200}}
+		o.NewModelRouter = func(context.Context, hclog.Logger) (middleware.ModelRouter, error) { return e.router, nil }
+	}
+}
+
+func withSpec(f func(*executor.Spec)) envOption {
+	return func(e *env, _ *middleware.Options) { f(&e.coder.Sandbox.Spec) }
+}
+
+func withOptions(f func(*middleware.Options)) envOption {
+	return func(_ *env, o *middleware.Options) { f(o) }
+}
+
+func newEnv(t testing.TB, opts ...envOption) *env {
+	t.Helper()
+	tr := &tracer{}
+	e := &env{tr: tr, runner: &fakeRunner{tr: tr}}
+	e.ex = &tracingExecutor{FakeExecutor: executortest.NewExecutor(t), tr: tr}
+	e.ex.OnCreate = func(sb *executortest.FakeSandbox) {
+		e.mu.Lock()
+		s := e.script
+		e.mu.Unlock()
+		sb.ExecFunc = s.exec
+	}
+	e.coder = &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{
+		Runner: "fake",
+		Spec:   executor.Spec{Image: "agentbox/sandbox-claude:latest", Timeout: time.Minute},
+		Files:  map[string][]byte{".claude/skills/review/SKILL.md": []byte("---\nname: review\n---\n")},
+		Run:    executor.RunRequest{Model: "claude-test", SystemPrompt: "be brief"},
+	}}
+	o := middleware.Options{
+		NewExecutor: func(context.Context, hclog.Logger) (executor.Executor, error) { return e.ex, nil },
+		Runners:     []executor.Runner{e.runner},
+	}
+	for _, opt := range opts {
+		opt(e, &o)
+	}
+	cat, err := middleware.NewCatalog(e.coder, &middleware.Assistant{ID: "qa"})
+	require.NoError(t, err)
+	o.Catalog = cat
+	e.o, err = middleware.New(context.Background(), o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.o.Close() })
+	e.next = middleware.UnknownAssistant
+	e.h = e.o.Wrap(middleware.HandlerFunc(func(ctx context.Context, req *middleware.Request, emit middleware.Emit) (*middleware.Response, error) {
+		return e.next.Handle(ctx, req, emit)
+	}))
+	return e
+}
+
+func (e *env) setScript(s script) {
+	e.mu.Lock()
+	e.script = s
+	e.mu.Unlock()
+}
+
+// request is a valid request for the sandboxed assistant.
+func request(chat string) *middleware.Request {
+	return &middleware.Request{
+		AssistantID: "coder", Model: "coder", UserID: "alice", ChatID: chat,
+		Messages: []executor.Message{{Role: "user", Content: "write hello.txt"}},
+	}
+}
+
+// collector records emitted events.
+type collector struct {
+	mu     sync.Mutex
+	events []executor.Event
+}
+
+func (c *collector) emit(ev executor.Event) error {
+	c.mu.Lock()
+	c.events = append(c.events, ev)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *collector) get() []executor.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.events)
+}
+
+func (c *collector) text() string {
+	s := ""
+	for _, ev := range c.get() {
+		if ev.Kind == executor.EventText {
+			s += ev.Text
+		}
+	}
+	return s
+}
+
+type executortestSandbox = executortest.FakeSandbox
+
+func executortestExecutor(t testing.TB) *executortest.FakeExecutor {
+	return executortest.NewExecutor(t)
+}
+
+// tempDir makes a directory for examples, which have no testing.T.
+func tempDir() (string, func()) {
+	dir, err := os.MkdirTemp("", "middleware-example-")
+	if err != nil {
+		panic(err)
+	}
+	return dir, func() { _ = os.RemoveAll(dir) }
+}

@@ -1,0 +1,307 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/hooks"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults of Options.
+const (
+	DefaultDrainTimeout    = 30 * time.Second
+	DefaultTeardownTimeout = 30 * time.Second
+	DefaultExitGrace       = 5 * time.Second
+	DefaultHome            = "/home/agent"
+)
+
+// Options configure an Orchestrator. Catalog, NewExecutor and Runners are
+// required.
+type Options struct {
+	// Catalog holds the gateway's assistants.
+	Catalog Catalog
+	// NewExecutor opens the executor (e.g. executor/docker's New). The
+	// Orchestrator owns what it returns and closes it in Close.
+	NewExecutor func(ctx context.Context, log hclog.Logger) (executor.Executor, error)
+	// Runners are the agent CLIs, by Name(); each sandboxed assistant's
+	// Sandbox.Runner must name one.
+	Runners []executor.Runner
+	// NewModelRouter opens the model route provider (optional: without
+	// one, runs get no ModelBaseURL and APIKey and usage is the CLI's own
+	// report). The Orchestrator owns what it returns; when it also
+	// implements io.Closer it is closed in Close.
+	NewModelRouter func(ctx context.Context, log hclog.Logger) (ModelRouter, error)
+	// ChatMemory backs the hooks' ctx.memory.chat (default: a fresh
+	// hooks.NewChatMemory with its default caps).
+	ChatMemory *hooks.ChatMemory
+	// Logger receives the lifecycle's log lines (default: discarded).
+	Logger hclog.Logger
+	// DrainTimeout bounds how long Close lets runs in flight finish before
+	// it cancels them (default DefaultDrainTimeout).
+	DrainTimeout time.Duration
+	// TeardownTimeout bounds a sandbox's removal, which runs on a context
+	// the caller cannot cancel (default DefaultTeardownTimeout).
+	TeardownTimeout time.Duration
+	// ExitGrace is how long the agent CLI may take to exit after its final
+	// result line before it is killed (default DefaultExitGrace).
+	ExitGrace time.Duration
+}
+
+// Orchestrator answers requests for sandboxed assistants: its Wrap is the
+// Middleware that gateways install. Build one with New; it is safe for
+// concurrent use.
+type Orchestrator struct {
+	opts    Options
+	log     hclog.Logger
+	runners map[string]executor.Runner
+	exec    executor.Executor
+	models  ModelRouter
+	memory  *hooks.ChatMemory
+	leases  *leases
+
+	// cleanups undo what provisioning did, in reverse order.
+	cleanups []func() error
+
+	mu     sync.Mutex
+	closed bool
+	nextID uint64
+	runs   map[uint64]context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Causes of a run's context ending that are not the caller's doing.
+var (
+	errRunTimeout = errors.New("middleware: the run passed the sandbox timeout")
+	errDraining   = errors.New("middleware: the gateway is shutting down")
+)
+
+// New checks opts, provisions the executor and the model router, and
+// validates the catalog against the runners. When a step fails, what the
+// earlier steps opened is closed again before New returns the error.
+func New(ctx context.Context, opts Options) (*Orchestrator, error) {
+	o := &Orchestrator{opts: opts, leases: newLeases(), runs: make(map[uint64]context.CancelCauseFunc)}
+	if err := o.configure(); err != nil {
+		return nil, err
+	}
+	if err := o.provision(ctx); err != nil {
+		return nil, errors.Join(err, o.cleanup())
+	}
+	if err := o.validate(ctx); err != nil {
+		return nil, errors.Join(err, o.cleanup())
+	}
+	return o, nil
+}
+
+// configure checks opts and applies defaults; it opens nothing.
+func (o *Orchestrator) configure() error {
+	var errs []error
+	if o.opts.Catalog == nil {
+		errs = append(errs, errors.New("Options.Catalog is nil; pass the gateway's assistants (e.g. NewCatalog)"))
+	}
+	if o.opts.NewExecutor == nil {
+		errs = append(errs, errors.New("Options.NewExecutor is nil; pass a constructor such as executor/docker's New"))
+	}
+	o.runners = make(map[string]executor.Runner, len(o.opts.Runners))
+	for i, r := range o.opts.Runners {
+		switch {
+		case r == nil:
+			errs = append(errs, fmt.Errorf("Options.Runners[%d] is nil", i))
+		case r.Name() == "":
+			errs = append(errs, fmt.Errorf("Options.Runners[%d] has an empty Name()", i))
+		case o.runners[r.Name()] != nil:
+			errs = append(errs, fmt.Errorf("two runners are named %q; give each command one runner", r.Name()))
+		default:
+			o.runners[r.Name()] = r
+		}
+	}
+	if len(o.opts.Runners) == 0 {
+		errs = append(errs, errors.New("Options.Runners is empty; pass at least one runner (e.g. claude.Runner)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("middleware: %w", err)
+	}
+	o.log = o.opts.Logger
+	if o.log == nil {
+		o.log = hclog.NewNullLogger()
+	}
+	o.memory = o.opts.ChatMemory
+	if o.memory == nil {
+		o.memory = hooks.NewChatMemory(0, 0, 0)
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&o.opts.DrainTimeout, DefaultDrainTimeout}, {&o.opts.TeardownTimeout, DefaultTeardownTimeout}, {&o.opts.ExitGrace, DefaultExitGrace}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	return nil
+}
+
+// provision opens the executor and the model router, registering how to
+// undo each before the next step starts.
+func (o *Orchestrator) provision(ctx context.Context) error {
+	ex, err := o.opts.NewExecutor(ctx, o.log.Named("executor"))
+	if err != nil {
+		return fmt.Errorf("middleware: open the executor: %w", err)
+	}
+	if ex == nil {
+		return errors.New("middleware: NewExecutor returned a nil executor and no error")
+	}
+	o.exec = ex
+	o.cleanups = append(o.cleanups, ex.Close)
+	if o.opts.NewModelRouter == nil {
+		return nil
+	}
+	m, err := o.opts.NewModelRouter(ctx, o.log.Named("models"))
+	if err != nil {
+		return fmt.Errorf("middleware: open the model router: %w", err)
+	}
+	if m == nil {
+		return errors.New("middleware: NewModelRouter returned a nil router and no error")
+	}
+	o.models = m
+	if c, ok := m.(interface{ Close() error }); ok {
+		o.cleanups = append(o.cleanups, c.Close)
+	}
+	return nil
+}
+
+// validate checks that every sandboxed assistant names a known runner and
+// has an image, reporting every problem at once.
+func (o *Orchestrator) validate(ctx context.Context) error {
+	list, err := o.opts.Catalog.List(ctx)
+	if err != nil {
+		return fmt.Errorf("middleware: list the assistants: %w", err)
+	}
+	var errs []error
+	for _, a := range list {
+		if a == nil || a.Sandbox == nil {
+			continue
+		}
+		if o.runners[a.Sandbox.Runner] == nil {
+			errs = append(errs, fmt.Errorf("assistant %q: sandbox runner %q is not one of %v; fix the sandbox command or pass its runner", a.ID, a.Sandbox.Runner, o.runnerNames()))
+		}
+		if a.Sandbox.Spec.Image == "" {
+			errs = append(errs, fmt.Errorf("assistant %q: sandbox image is empty; set sandbox.image", a.ID))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("middleware: %w", err)
+	}
+	return nil
+}
+
+func (o *Orchestrator) runnerNames() []string {
+	names := make([]string, 0, len(o.opts.Runners))
+	for _, r := range o.opts.Runners {
+		names = append(names, r.Name())
+	}
+	return names
+}
+
+// cleanup undoes provisioning in reverse order and joins the errors.
+func (o *Orchestrator) cleanup() error {
+	var errs []error
+	for i := len(o.cleanups) - 1; i >= 0; i-- {
+		errs = append(errs, o.cleanups[i]())
+	}
+	o.cleanups = nil
+	return errors.Join(errs...)
+}
+
+// Close stops taking requests, lets runs in flight finish for up to
+// DrainTimeout, then cancels the rest (they tear their sandboxes down) and
+// waits for their teardown, bounded by TeardownTimeout; last it closes the
+// model router and the executor. It is safe to call more than once.
+func (o *Orchestrator) Close() error {
+	o.closeOnce.Do(func() {
+		o.mu.Lock()
+		o.closed = true
+		o.mu.Unlock()
+		var errs []error
+		if !waitTimeout(&o.wg, o.opts.DrainTimeout) {
+			o.mu.Lock()
+			n := len(o.runs)
+			for _, cancel := range o.runs {
+				cancel(errDraining)
+			}
+			o.mu.Unlock()
+			o.log.Warn("canceling runs still in flight after the drain timeout", "runs", n, "drain_timeout", o.opts.DrainTimeout)
+			if !waitTimeout(&o.wg, o.opts.TeardownTimeout) {
+				errs = append(errs, fmt.Errorf("middleware: runs still tearing down after %v; their containers are left to the executor's reconciler", o.opts.TeardownTimeout))
+			}
+		}
+		errs = append(errs, o.cleanup())
+		o.closeErr = errors.Join(errs...)
+	})
+	return o.closeErr
+}
+
+// waitTimeout waits for wg up to d and reports whether it finished.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// enter registers a run; the returned context is canceled by Close after
+// the drain timeout, and exit unregisters it.
+func (o *Orchestrator) enter(ctx context.Context) (context.Context, func(), error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil, nil, Errorf(KindUnavailable, nil, "the gateway is shutting down; send the request again")
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	id := o.nextID
+	o.nextID++
+	o.runs[id] = cancel
+	o.wg.Add(1)
+	return ctx, func() {
+		o.mu.Lock()
+		delete(o.runs, id)
+		o.mu.Unlock()
+		cancel(nil)
+		o.wg.Done()
+	}, nil
+}
+
+// Wrap is the Middleware: requests for assistants with a sandbox block are
+// answered in a sandbox; every other request (unknown assistant, no
+// sandbox block) goes to next unchanged.
+func (o *Orchestrator) Wrap(next Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, req *Request, emit Emit) (*Response, error) {
+		a, err := o.opts.Catalog.Lookup(ctx, req.AssistantID)
+		switch {
+		case errors.Is(err, ErrUnknownAssistant):
+			return next.Handle(ctx, req, emit)
+		case err != nil:
+			return nil, Errorf(KindConfig, err, "the assistant %q cannot be loaded; the gateway's log has the details", req.AssistantID)
+		case a.Sandbox == nil:
+			return next.Handle(withAssistant(ctx, a), req, emit)
+		}
+		return o.serve(ctx, a, req, emit)
+	})
+}
+
+var _ Middleware = (*Orchestrator)(nil).Wrap

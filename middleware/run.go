@@ -1,0 +1,337 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/hooks"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Texts of the EventSandbox events the middleware emits.
+const (
+	// SandboxReady: the container is up (after the lease and Create).
+	SandboxReady = "ready"
+	// SandboxClosed: the container is removed (emitted only while the
+	// client still listens).
+	SandboxClosed = "closed"
+)
+
+// run is the state of one sandboxed request.
+type run struct {
+	o     *Orchestrator
+	a     *Assistant
+	req   *Request
+	log   hclog.Logger
+	t     Timings
+	sb    executor.Sandbox
+	route ModelRoute
+	hc    *hooks.Context
+
+	emitMu   sync.Mutex
+	emit     Emit
+	emitErr  error
+	streamed strings.Builder
+}
+
+// emitError marks an error returned by the caller's Emit.
+type emitError struct{ err error }
+
+func (e *emitError) Error() string { return "emit: " + e.err.Error() }
+func (e *emitError) Unwrap() error { return e.err }
+
+// send forwards ev to the caller's Emit, one at a time, and records the
+// streamed text. After Emit failed once, it fails at once: the client is
+// gone.
+func (r *run) send(ev executor.Event) error {
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	if r.emitErr != nil {
+		return r.emitErr
+	}
+	if err := r.emit(ev); err != nil {
+		r.emitErr = &emitError{err}
+		return r.emitErr
+	}
+	if ev.Kind == executor.EventText {
+		r.streamed.WriteString(ev.Text)
+	}
+	return nil
+}
+
+// serve answers req in a sandbox, the lifecycle of DESIGN.md "One request,
+// end to end".
+func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, emit Emit) (resp *Response, err error) {
+	start := time.Now()
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	runner := o.runners[a.Sandbox.Runner]
+	if runner == nil {
+		return nil, Errorf(KindConfig, nil, "the assistant %q names the runner %q, which this gateway does not have; fix its sandbox command", a.ID, a.Sandbox.Runner)
+	}
+	ctx, exit, err := o.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer exit()
+	if d := a.Sandbox.Spec.Timeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d, errRunTimeout)
+		defer cancel()
+	}
+	if emit == nil {
+		emit = func(executor.Event) error { return nil }
+	}
+	r := &run{o: o, a: a, req: req, emit: emit, log: o.log.With("assistant", a.ID, "user", req.UserID, "chat", req.ChatID)}
+	if id := RequestID(ctx); id != "" {
+		r.log = r.log.With("request", id)
+	}
+	defer func() {
+		r.t.Total = time.Since(start)
+		if resp != nil {
+			resp.Timings = r.t
+		}
+		r.logDone(err)
+	}()
+
+	release, err := r.lease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	err = r.start(ctx)
+	if r.sb != nil {
+		defer r.teardown(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := r.workspace(ctx); err != nil {
+		return nil, err
+	}
+	messages, err := r.createHook(ctx)
+	if err != nil {
+		return nil, err
+	}
+	comp, runErr := r.agent(ctx, runner, messages)
+	return r.finish(ctx, comp, runErr)
+}
+
+// checkRequest rejects what no sandboxed run can answer.
+func checkRequest(req *Request) error {
+	if err := executor.ValidateID("user", req.UserID); err != nil {
+		return &Error{Kind: KindBadRequest, Param: "user", Err: err,
+			Message: fmt.Sprintf("a sandboxed assistant needs a valid user id: %v", unwrapMessage(err))}
+	}
+	if err := executor.ValidateID("chat", req.ChatID); err != nil {
+		return &Error{Kind: KindBadRequest, Param: "chat", Err: err,
+			Message: fmt.Sprintf("a sandboxed assistant needs a valid chat id: %v", unwrapMessage(err))}
+	}
+	if len(req.Messages) == 0 {
+		return &Error{Kind: KindBadRequest, Param: "messages", Message: "the conversation is empty; send at least one user message"}
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case "system", "user", "assistant":
+		default:
+			return &Error{Kind: KindBadRequest, Param: fmt.Sprintf("messages[%d].role", i),
+				Message: fmt.Sprintf("messages[%d] has role %q; use system, user or assistant", i, m.Role)}
+		}
+	}
+	if last := req.Messages[len(req.Messages)-1]; last.Role != "user" {
+		return &Error{Kind: KindBadRequest, Param: "messages",
+			Message: fmt.Sprintf("the last message has role %q; a sandboxed assistant answers a user message, so end the conversation with one", last.Role)}
+	}
+	return nil
+}
+
+// unwrapMessage drops the package prefix of executor's sentinel from err's
+// text, for client messages.
+func unwrapMessage(err error) string {
+	return strings.TrimSuffix(err.Error(), ": "+executor.ErrInvalid.Error())
+}
+
+// failure classifies err, which ended phase, by what ended the run: the
+// client (canceled), the sandbox timeout, the gateway's shutdown, or the
+// phase's own error (fallback).
+func (r *run) failure(ctx context.Context, err error, fallback *Error) *Error {
+	r.emitMu.Lock()
+	gone := r.emitErr
+	r.emitMu.Unlock()
+	switch {
+	case gone != nil:
+		return Errorf(KindCanceled, errors.Join(gone, err), "the client went away")
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errRunTimeout):
+		return Errorf(KindTimeout, err, "the request passed the assistant's sandbox timeout of %v; raise sandbox.timeout or ask for less", r.a.Sandbox.Spec.Timeout)
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errDraining):
+		return Errorf(KindUnavailable, err, "the gateway shut down during the request")
+	case ctx.Err() != nil:
+		return Errorf(KindCanceled, err, "the request was canceled")
+	}
+	return fallback
+}
+
+// lease takes the chat's lease, waiting up to the sandbox's LeaseWait.
+func (r *run) lease(ctx context.Context) (func(), error) {
+	t0 := time.Now()
+	release, ok, err := r.o.leases.acquire(ctx, chatID{r.req.UserID, r.req.ChatID}, r.a.Sandbox.Spec.LeaseWait)
+	r.t.Lease = time.Since(t0)
+	switch {
+	case err != nil:
+		return nil, r.failure(ctx, err, AsError(err))
+	case !ok:
+		return nil, Errorf(KindBusy, executor.ErrBusy, "the chat %q is busy with another request; wait for it to finish and send again", r.req.ChatID)
+	}
+	return release, nil
+}
+
+// start creates the sandbox and opens the model route.
+func (r *run) start(ctx context.Context) error {
+	spec := r.a.Sandbox.Spec
+	spec.UserID, spec.ChatID, spec.AssistantID = r.req.UserID, r.req.ChatID, r.a.ID
+	t0 := time.Now()
+	sb, err := r.o.exec.Create(ctx, spec)
+	r.t.ContainerStart = time.Since(t0)
+	if err != nil {
+		switch {
+		case errors.Is(err, executor.ErrBusy):
+			return Errorf(KindBusy, err, "the chat %q is busy with another request (possibly on another gateway instance); wait for it to finish and send again", r.req.ChatID)
+		case errors.Is(err, executor.ErrInvalid):
+			return r.failure(ctx, err, Errorf(KindConfig, err, "the assistant's sandbox settings were refused; the gateway's log has the details"))
+		}
+		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox could not start; the gateway's log has the details"))
+	}
+	r.sb = sb
+	r.log.Debug("sandbox ready", "id", sb.ID(), "took", r.t.ContainerStart)
+	if r.o.models != nil {
+		route, err := r.o.models.Open(ctx, sb, r.a)
+		if err != nil {
+			return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's model route could not open; the gateway's log has the details"))
+		}
+		r.route = route
+	}
+	if err := r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxReady}); err != nil {
+		return r.failure(ctx, err, nil)
+	}
+	return nil
+}
+
+// teardown closes the model route and the sandbox on a context the caller
+// cannot cancel, bounded by TeardownTimeout.
+func (r *run) teardown(ctx context.Context) {
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.opts.TeardownTimeout)
+	defer cancel()
+	if r.route != nil {
+		if err := r.route.Close(); err != nil {
+			r.log.Warn("closing the model route failed", "error", err)
+		}
+	}
+	if err := r.sb.Close(ctx); err != nil {
+		r.log.Error("removing the sandbox failed; the executor's reconciler removes it later", "id", r.sb.ID(), "error", err)
+	}
+	r.t.Teardown = time.Since(t0)
+	_ = r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxClosed})
+}
+
+// workspace places the assistant's files in the workspace.
+func (r *run) workspace(ctx context.Context) error {
+	t0 := time.Now()
+	defer func() { r.t.Workspace = time.Since(t0) }()
+	return r.writeFiles(ctx, r.a.Sandbox.Files, "the assistant's file")
+}
+
+// writeFiles writes files into the workspace in name order.
+func (r *run) writeFiles(ctx context.Context, files map[string][]byte, what string) error {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := r.sb.WriteFile(ctx, name, files[name]); err != nil {
+			return r.failure(ctx, err, Errorf(KindSandboxStart, err, "%s %q could not be written to the workspace", what, name))
+		}
+	}
+	return nil
+}
+
+// createHook builds the hooks' context and runs the Create hook.
+func (r *run) createHook(ctx context.Context) ([]executor.Message, error) {
+	opts := maps.Clone(r.a.Sandbox.Options)
+	if opts == nil {
+		opts = map[string]any{}
+	}
+	maps.Copy(opts, r.req.Options)
+	r.hc = &hooks.Context{
+		UserID: r.req.UserID, ChatID: r.req.ChatID, AssistantID: r.a.ID,
+		Sandbox:    r.sb,
+		Emit:       r.send,
+		ChatMemory: r.o.memory.For(r.req.UserID, r.req.ChatID),
+		Logger:     r.log.Named("hooks"),
+		Options:    opts,
+	}
+	if r.a.Hooks == nil || !r.a.Hooks.HasCreate() {
+		return r.req.Messages, nil
+	}
+	t0 := time.Now()
+	messages, err := hooks.RunCreate(ctx, r.a.Hooks, r.hc, slices.Clone(r.req.Messages))
+	r.t.CreateHook = time.Since(t0)
+	if err != nil {
+		var rej *hooks.RejectedError
+		msg := err.Error()
+		if errors.As(err, &rej) {
+			msg = rej.Message
+		}
+		return nil, r.failure(ctx, err, Errorf(KindHookRejected, err, "%s", msg))
+	}
+	return messages, nil
+}
+
+// finish runs the Next hook over the agent's outcome and builds the
+// response.
+func (r *run) finish(ctx context.Context, comp *executor.Completion, runErr error) (*Response, error) {
+	var e *Error
+	if errors.As(runErr, &e) && e.Kind == KindCanceled {
+		// The client is gone: Next has nobody to answer.
+		return nil, runErr
+	}
+	final := comp
+	if r.a.Hooks != nil && r.a.Hooks.HasNext() && ctx.Err() == nil {
+		t0 := time.Now()
+		final, runErr = hooks.RunNext(ctx, r.a.Hooks, r.hc, comp, runErr)
+		r.t.NextHook = time.Since(t0)
+	}
+	if runErr != nil {
+		return nil, runErr
+	}
+	resp := &Response{Content: final.Content, FinishReason: final.FinishReason, Completion: comp}
+	if resp.FinishReason == "" || resp.FinishReason == executor.FinishError {
+		resp.FinishReason = executor.FinishStop
+	}
+	switch {
+	case r.route != nil:
+		resp.Usage = r.route.Usage()
+	case comp != nil:
+		resp.Usage = comp.Usage
+	}
+	r.emitMu.Lock()
+	resp.Replaced = resp.Content != r.streamed.String()
+	r.emitMu.Unlock()
+	return resp, nil
+}
+
+// logDone logs the request's outcome and timings.
+func (r *run) logDone(err error) {
+	args := []any{"lease", r.t.Lease, "container_start", r.t.ContainerStart, "workspace", r.t.Workspace,
+		"create_hook", r.t.CreateHook, "agent", r.t.Agent, "next_hook", r.t.NextHook, "teardown", r.t.Teardown, "total", r.t.Total}
+	if err != nil {
+		e := AsError(err)
+		r.log.Info("sandboxed request failed", append(args, "kind", e.Kind, "error", err)...)
+		return
+	}
+	r.log.Info("sandboxed request done", args...)
+}
