@@ -8,10 +8,11 @@
 // One run is
 //
 //	cursor-agent -p --output-format stream-json --stream-partial-output \
-//	    --force --trust --workspace /workspace [--model M] [--approve-mcps] \
-//	    [--mode plan|ask] [--sandbox enabled|disabled]
+//	    --force --trust --workspace /workspace [--model M] [--approve-mcps]
 //
-// with the prompt on stdin and no positional prompt: cursor-agent reads a
+// (--force unless the assistant sets the sandbox argument force to false;
+// the argument model overrides the connector's model) with the prompt on
+// stdin and no positional prompt: cursor-agent reads a
 // non-TTY stdin to EOF when no prompt argument is given, so prompts and
 // conversation history of any size avoid Linux's 128 KiB cap on one argv
 // element. The CLI has no structured input format and no way to seed a new

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -29,12 +28,15 @@ const (
 // defaultPath is PATH for the CLI: the image's tools live in these.
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
-// allowedArguments are the sandbox arguments a cursor assistant may set and
-// the values each accepts.
-var allowedArguments = map[string][]string{
-	"mode":    {"ask", "plan"},         // --mode: read-only modes; the default is the full agent
-	"sandbox": {"disabled", "enabled"}, // --sandbox: Cursor's own command sandbox
-}
+// Sandbox arguments a cursor assistant may set (the config package's
+// schema for the cursor command declares the same two).
+const (
+	// argModel (string) overrides the connector's model (--model).
+	argModel = "model"
+	// argForce (bool, default true) passes --force: without it the CLI asks
+	// before writing files or running commands, which fails in print mode.
+	argForce = "force"
+)
 
 // Runner builds cursor-agent invocations and parses their output. The zero
 // value is not ready; use New.
@@ -109,7 +111,7 @@ func (r *Runner) Invocation(req executor.RunRequest) (executor.Invocation, error
 	if req.Home == "" {
 		return executor.Invocation{}, fmt.Errorf("%w: cursor run needs RunRequest.Home (a writable per-run HOME for the CLI's config and session files)", executor.ErrInvalid)
 	}
-	args, err := checkArguments(req.Arguments)
+	model, force, err := checkArguments(req.Model, req.Arguments)
 	if err != nil {
 		return executor.Invocation{}, err
 	}
@@ -126,15 +128,15 @@ func (r *Runner) Invocation(req executor.RunRequest) (executor.Invocation, error
 	if r.partial {
 		argv = append(argv, "--stream-partial-output")
 	}
-	argv = append(argv, "--force", "--trust", "--workspace", workdir)
-	if req.Model != "" {
-		argv = append(argv, "--model", req.Model)
+	if force {
+		argv = append(argv, "--force")
+	}
+	argv = append(argv, "--trust", "--workspace", workdir)
+	if model != "" {
+		argv = append(argv, "--model", model)
 	}
 	if req.MCPConfig != nil {
 		argv = append(argv, "--approve-mcps")
-	}
-	for _, k := range sortedKeys(args) {
-		argv = append(argv, "--"+k, args[k])
 	}
 
 	instructions := joinNonEmpty("\n\n", req.SystemPrompt, system)
@@ -155,21 +157,28 @@ func (r *Runner) Invocation(req executor.RunRequest) (executor.Invocation, error
 }
 
 // checkArguments validates the assistant's sandbox arguments and returns
-// them as flag values.
-func checkArguments(in map[string]any) (map[string]string, error) {
-	out := make(map[string]string, len(in))
-	for k, v := range in {
-		allowed, ok := allowedArguments[k]
-		if !ok {
-			return nil, fmt.Errorf("%w: sandbox argument %q is not supported by the cursor runner; supported: %s", executor.ErrInvalid, k, strings.Join(sortedKeys(allowedArguments), ", "))
+// the model and whether to pass --force.
+func checkArguments(model string, in map[string]any) (string, bool, error) {
+	force := true
+	for _, k := range sortedKeys(in) {
+		switch v := in[k]; k {
+		case argModel:
+			s, ok := v.(string)
+			if !ok || strings.TrimSpace(s) == "" {
+				return "", false, fmt.Errorf("%w: sandbox argument %q is %v; use a model name such as \"sonnet-4.5\"", executor.ErrInvalid, k, v)
+			}
+			model = s
+		case argForce:
+			b, ok := v.(bool)
+			if !ok {
+				return "", false, fmt.Errorf("%w: sandbox argument %q is %v; use true or false", executor.ErrInvalid, k, v)
+			}
+			force = b
+		default:
+			return "", false, fmt.Errorf("%w: sandbox argument %q is not supported by the cursor runner; supported: %s, %s", executor.ErrInvalid, k, argForce, argModel)
 		}
-		s, ok := v.(string)
-		if !ok || !slices.Contains(allowed, s) {
-			return nil, fmt.Errorf("%w: sandbox argument %q is %v; use one of %s", executor.ErrInvalid, k, v, strings.Join(allowed, ", "))
-		}
-		out[k] = s
 	}
-	return out, nil
+	return model, force, nil
 }
 
 // rulesFile renders the instructions as an always-applied Cursor rule.

@@ -62,14 +62,13 @@ func TestInvocationOptions(t *testing.T) {
 	req := baseRequest()
 	req.Model = ""
 	req.MCPConfig = []byte(`{"mcpServers":{"demo":{"command":"agentbox-helper","args":["mcp","demo"]}}}`)
-	req.Arguments = map[string]any{"mode": "plan", "sandbox": "disabled"}
+	req.Arguments = map[string]any{"model": "gpt-5", "force": false}
 	req.Workdir = ""
 	inv, err := New(WithProgram("/opt/cursor/agent"), WithoutPartialOutput()).Invocation(req)
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		"/opt/cursor/agent", "-p", "--output-format", "stream-json",
-		"--force", "--trust", "--workspace", executor.ContainerWorkdir, "--approve-mcps",
-		"--mode", "plan", "--sandbox", "disabled",
+		"--trust", "--workspace", executor.ContainerWorkdir, "--model", "gpt-5", "--approve-mcps",
 	}, inv.Args)
 	assert.Equal(t, string(req.MCPConfig), string(inv.Files[MCPFile]))
 }
@@ -129,9 +128,9 @@ func TestInvocationErrors(t *testing.T) {
 		"bad role":        {func(r *executor.RunRequest) { r.Messages[0].Role = "tool" }, `role "tool"`},
 		"bad mcp json":    {func(r *executor.RunRequest) { r.MCPConfig = []byte("{") }, "not valid JSON"},
 		"mcp without key": {func(r *executor.RunRequest) { r.MCPConfig = []byte(`{"servers":{}}`) }, `no "mcpServers"`},
-		"claude argument": {func(r *executor.RunRequest) { r.Arguments = map[string]any{"max_turns": 3} }, `"max_turns" is not supported by the cursor runner; supported: mode, sandbox`},
-		"bad mode":        {func(r *executor.RunRequest) { r.Arguments = map[string]any{"mode": "yolo"} }, "use one of ask, plan"},
-		"mode not string": {func(r *executor.RunRequest) { r.Arguments = map[string]any{"sandbox": true} }, "use one of disabled, enabled"},
+		"claude argument": {func(r *executor.RunRequest) { r.Arguments = map[string]any{"max_turns": 3} }, `"max_turns" is not supported by the cursor runner; supported: force, model`},
+		"empty model":     {func(r *executor.RunRequest) { r.Arguments = map[string]any{"model": " "} }, "use a model name"},
+		"force not bool":  {func(r *executor.RunRequest) { r.Arguments = map[string]any{"force": "yes"} }, "use true or false"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
