@@ -44,6 +44,13 @@ func (l *LineReader) ReadLine() ([]byte, error) {
 		if len(l.buf)+len(frag) > l.max+1 || (len(l.buf)+len(frag) > l.max && !bytes.HasSuffix(frag, []byte{'\n'})) {
 			return nil, fmt.Errorf("%w: line longer than %d bytes", ErrFrameTooLarge, l.max)
 		}
+		if need := len(l.buf) + len(frag); need > cap(l.buf) {
+			// Double (append alone grows large slices by 1.25x, which
+			// allocates several times the line on the way to the cap).
+			nb := make([]byte, len(l.buf), min(max(2*cap(l.buf), need, 64<<10), l.max+1))
+			copy(nb, l.buf)
+			l.buf = nb
+		}
 		l.buf = append(l.buf, frag...)
 		switch {
 		case err == nil:

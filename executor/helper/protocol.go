@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"path/filepath"
 )
 
@@ -152,3 +154,31 @@ func (f *frameReader) next() (byte, []byte, error) {
 
 // SocketPath returns the path of the named socket in dir.
 func SocketPath(dir, name string) string { return filepath.Join(dir, name) }
+
+// ListenHostSocket listens on the host socket name (ModelSocket, MCPSocket)
+// in hostDir for the helper to dial: it removes a stale socket file, listens,
+// and gives the socket to the sandbox user (uid:gid, mode 0600) so the
+// non-root helper may connect. Pass uid -1 to keep the owner (a host that
+// runs as the sandbox user itself). Close the listener to stop it; a later
+// ListenHostSocket replaces it without touching the container.
+func ListenHostSocket(hostDir, name string, uid, gid int) (net.Listener, error) {
+	path := SocketPath(hostDir, name)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("helper: remove stale %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("helper: listen on %s: %w", path, err)
+	}
+	if uid >= 0 {
+		if err := os.Chown(path, uid, gid); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("helper: give %s to the sandbox user %d:%d: %w", path, uid, gid, err)
+		}
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("helper: chmod %s: %w", path, err)
+	}
+	return ln, nil
+}

@@ -3,6 +3,7 @@ package helper
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"strconv"
 )
 
@@ -14,4 +15,11 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func isZombie(stat []byte) bool {
 	i := bytes.LastIndexByte(stat, ')')
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+// totalAlloc returns the bytes allocated by the process so far.
+func totalAlloc() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
 }
