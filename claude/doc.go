@@ -1,6 +1,79 @@
 // Package claude runs the Claude Code CLI: it builds argv, env and stdin for
 // one run and parses the CLI's stream-json output into executor events and a
-// completion. The parser is a pure function of the CLI's stdout.
+// completion. The parser is a pure function of the CLI's stdout. Facts it
+// relies on were verified against the real CLI (2.1.197); real transcripts
+// are under testdata/cli-2.1.197.
+//
+// # Invocation
+//
+// argv (each element well under the kernel's 128 KiB cap):
+//
+//	claude -p --verbose --output-format stream-json --input-format stream-json
+//	  --include-partial-messages --no-session-persistence
+//	  --max-turns N --permission-mode MODE --strict-mcp-config
+//	  [--model M] --allowedTools=Bash,Skill,<assistant's>,<request's MCP tools>
+//	  [--disallowedTools=...] [--mcp-config=<inline JSON>]
+//	  [--append-system-prompt=<text> | --append-system-prompt-file=<workdir>/.agentbox/system-prompt.md]
+//
+// --verbose is mandatory with stream-json output. --strict-mcp-config is
+// always on, so a .mcp.json the agent writes into its workspace is never
+// loaded. A system prompt over 96 KiB goes to a file returned in
+// Invocation.Files.
+//
+// stdin is one stream-json user line; the CLI answers it and exits when
+// stdin closes. The environment is built from scratch: PATH, HOME and
+// CLAUDE_CONFIG_DIR (RunRequest.Home), SHELL, LANG, ANTHROPIC_BASE_URL
+// (RunRequest.ModelBaseURL), ANTHROPIC_API_KEY (the per-request token),
+// CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 (without it the CLI sends the
+// key to its vendor's hosts), CLAUDE_CODE_MAX_RETRIES (default 2: the CLI's
+// default of 10 takes about three minutes to give up on a dead upstream),
+// DISABLE_AUTOUPDATER and friends, and IS_SANDBOX=1 only in
+// bypassPermissions mode (the CLI refuses that mode as root otherwise).
+//
+// Sandbox arguments (package.yao sandbox.arguments): max_turns (1-1000,
+// default 50), permission_mode (acceptEdits by default), allowed_tools,
+// disallowed_tools, max_retries (0-5). Unknown keys are errors.
+//
+// # Conversation history
+//
+// Earlier turns reach the model inside the prompt: the stdin message holds
+// a <conversation_history> block with each earlier user and assistant
+// message in a <user>/<assistant> element, then the new user message.
+// System messages join the assistant's system prompt. Other ways were
+// tried on the real CLI and rejected: every user line on stdin starts a new
+// model call (replaying N turns costs N calls and answers them again), an
+// assistant line on stdin is inserted out of order, and --resume needs the
+// CLI's session files to survive between disposable containers and breaks
+// when a client edits its history.
+//
+// # Events
+//
+//   - system/init → EventInit (tools, skills, MCP servers and status, model,
+//     permission mode, version, session id)
+//   - system/api_retry → EventRetry; other system lines are skipped
+//   - text and thinking of the main agent → EventText / EventThinking, as
+//     deltas from stream_event lines when the message was streamed, from
+//     the complete assistant message otherwise, never both
+//   - tool_use blocks (from assistant messages, where input is whole) →
+//     EventToolUse; tool_result blocks of user messages → EventToolResult;
+//     replayed and synthetic user messages (skill bodies) are skipped
+//   - synthetic assistant messages carrying an "error" (failed API calls)
+//     are not text: their message is the result's error
+//   - result → the Completion: is_error decides failure (API failures keep
+//     subtype "success"); error_max_turns finishes with FinishMaxTurns,
+//     other failures with FinishError; usage (with cache tokens), cost,
+//     turns, duration, permission denials and api_error_status are copied
+//   - unknown line types are skipped and logged at debug level
+//
+// Completion.Content is exactly the concatenation of the EventText texts:
+// the main agent's text blocks in order, with "\n\n" (emitted as its own
+// text event) between two blocks unless they are adjacent blocks of the
+// same message. So an agent that says "I'll write the file.", calls tools
+// and then says "Done." yields "I'll write the file.\n\nDone.".
+//
+// Output that ends without a result is an error matching ErrNoResult (an
+// *IncompleteError); WithExit adds the exit status and stderr. A line over
+// the cap (64 MiB by default) is an error, never a silent truncation.
 //
 // Concurrency: a Runner holds no per-run state and is safe for concurrent
 // use; each Parse call owns its reader.

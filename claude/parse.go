@@ -1,0 +1,467 @@
+package claude
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/jsonl"
+)
+
+// ErrNoResult is matched by the error Parse returns when the CLI's output
+// ended without a final result line: the CLI crashed, was killed (SIGTERM
+// leaves no result), or its output was cut.
+var ErrNoResult = errors.New("claude: the CLI's output ended without a result")
+
+// IncompleteError is the error Parse returns for output without a result.
+// It matches ErrNoResult and unwraps to the read error that ended the
+// output, if any. WithExit adds how the process ended.
+type IncompleteError struct {
+	// Lines is the number of output lines read.
+	Lines int
+	// LastType is the type of the last JSON line ("assistant", ...).
+	LastType string
+	// Cause is the read error that ended the output (nil at a clean EOF).
+	Cause error
+	// Exit is the process's exit status when the caller knows it.
+	Exit *executor.ExecResult
+	// Stderr is the end of the CLI's stderr when the caller has it.
+	Stderr string
+}
+
+// Error implements error.
+func (e *IncompleteError) Error() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s (after %d lines", ErrNoResult, e.Lines)
+	if e.LastType != "" {
+		fmt.Fprintf(&sb, ", the last a %q", e.LastType)
+	}
+	sb.WriteString(")")
+	if e.Exit != nil {
+		if e.Exit.Signal != "" {
+			fmt.Fprintf(&sb, "; it was killed by %s", e.Exit.Signal)
+		} else {
+			fmt.Fprintf(&sb, "; it exited with code %d", e.Exit.ExitCode)
+		}
+		if e.Exit.OOMKilled {
+			sb.WriteString(" after running out of memory (raise the sandbox's memory limit)")
+		}
+	}
+	if e.Cause != nil {
+		fmt.Fprintf(&sb, ": %v", e.Cause)
+	}
+	if s := strings.TrimSpace(e.Stderr); s != "" {
+		fmt.Fprintf(&sb, "; stderr: %s", s)
+	} else {
+		sb.WriteString("; see the CLI's stderr")
+	}
+	return sb.String()
+}
+
+// Is makes errors.Is(err, ErrNoResult) true.
+func (e *IncompleteError) Is(target error) bool { return target == ErrNoResult }
+
+// Unwrap returns the read error that ended the output.
+func (e *IncompleteError) Unwrap() error { return e.Cause }
+
+// WithExit adds the CLI's exit status and the end of its stderr to an
+// error from Parse that reports a missing result; other errors are
+// returned unchanged.
+func WithExit(err error, res executor.ExecResult, stderr string) error {
+	var ie *IncompleteError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	cp := *ie
+	cp.Exit = &res
+	const keep = 2 << 10
+	if len(stderr) > keep {
+		stderr = "…" + stderr[len(stderr)-keep:]
+	}
+	cp.Stderr = stderr
+	return &cp
+}
+
+// textSeparator goes between text blocks that are not adjacent blocks of
+// one assistant message (different turns of the agent, or text around a
+// tool call). It is emitted as a text event of its own.
+const textSeparator = "\n\n"
+
+// Parse implements executor.Runner: it reads the CLI's stream-json output
+// to its end and maps it to events and a completion as the package
+// documentation describes.
+func (r *Runner) Parse(ctx context.Context, stdout io.Reader, emit func(executor.Event) error) (executor.Completion, error) {
+	p := &parser{r: r, emit: emit, streamed: map[string]bool{}, blockCount: map[string]int{}}
+	lines := jsonl.NewReader(stdout, r.maxLine)
+	for {
+		if ctx.Err() != nil {
+			return p.fail(fmt.Errorf("claude: parsing stopped: %w", context.Cause(ctx)))
+		}
+		line, err := lines.ReadLine()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if p.results > 0 && !errors.Is(err, jsonl.ErrLineTooLong) {
+				// The CLI exits non-zero after some results (max turns);
+				// the pipe then reports that after the result line.
+				r.logger.Debug("output ended after the result", "error", err)
+				break
+			}
+			if errors.Is(err, jsonl.ErrLineTooLong) {
+				return p.fail(fmt.Errorf("claude: reading the CLI's output: %w", err))
+			}
+			if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+				err = fmt.Errorf("%w (%w)", err, cause)
+			}
+			return p.fail(&IncompleteError{Lines: lines.Line(), LastType: p.lastType, Cause: err})
+		}
+		if err := p.line(line); err != nil {
+			return p.finish(), err
+		}
+	}
+	if p.results == 0 {
+		if ctx.Err() != nil {
+			return p.fail(fmt.Errorf("claude: parsing stopped: %w", context.Cause(ctx)))
+		}
+		return p.fail(&IncompleteError{Lines: lines.Line(), LastType: p.lastType})
+	}
+	return p.finish(), nil
+}
+
+// parser is the state of one Parse call.
+type parser struct {
+	r    *Runner
+	emit func(executor.Event) error
+
+	comp     executor.Completion
+	content  strings.Builder
+	results  int
+	lastType string
+
+	// streamed marks message ids whose text arrived as stream_event deltas,
+	// so the complete assistant message does not repeat it.
+	streamed map[string]bool
+	// blockCount numbers the blocks of a message across the separate
+	// assistant lines the CLI writes for them.
+	blockCount map[string]int
+	// cur is the message being streamed (stream_event message_start).
+	cur string
+	// lastText locates the last text block that produced text.
+	lastTextMsg   string
+	lastTextIndex int
+	// pendingSep: the current text block must be preceded by a separator
+	// once it produces text.
+	pendingSep bool
+	// errTexts are the texts of synthetic error messages.
+	errTexts []string
+}
+
+// line handles one line of output.
+func (p *parser) line(line []byte) error {
+	if len(strings.TrimSpace(string(line))) == 0 {
+		return nil
+	}
+	if !gjson.ValidBytes(line) {
+		p.r.logger.Warn("skipping a line that is not JSON", "line", truncate(string(line), 200))
+		return nil
+	}
+	v := gjson.ParseBytes(line)
+	typ := v.Get("type").String()
+	p.lastType = typ
+	switch typ {
+	case "system":
+		return p.system(v)
+	case "stream_event":
+		return p.streamEvent(v)
+	case "assistant":
+		return p.assistant(v)
+	case "user":
+		return p.user(v)
+	case "result":
+		p.result(v)
+		return nil
+	default:
+		p.r.logger.Debug("skipping an output line of unknown type", "type", typ)
+		return nil
+	}
+}
+
+// system handles init and api_retry; other subtypes are progress noise.
+func (p *parser) system(v gjson.Result) error {
+	switch v.Get("subtype").String() {
+	case "init":
+		info := &executor.InitInfo{
+			SessionID:  v.Get("session_id").String(),
+			Model:      v.Get("model").String(),
+			Tools:      stringList(v.Get("tools")),
+			Skills:     stringList(v.Get("skills")),
+			Permission: v.Get("permissionMode").String(),
+			Version:    v.Get("claude_code_version").String(),
+		}
+		for _, s := range v.Get("mcp_servers").Array() {
+			if info.MCPServers == nil {
+				info.MCPServers = map[string]string{}
+			}
+			info.MCPServers[s.Get("name").String()] = s.Get("status").String()
+		}
+		if p.comp.SessionID == "" {
+			p.comp.SessionID = info.SessionID
+		}
+		return p.emit(executor.Event{Kind: executor.EventInit, Init: info})
+	case "api_retry":
+		return p.emit(executor.Event{Kind: executor.EventRetry, Text: fmt.Sprintf(
+			"model API call failed with status %d (%s); retry %d of %d in %s",
+			v.Get("error_status").Int(), v.Get("error").String(), v.Get("attempt").Int(), v.Get("max_retries").Int(),
+			(time.Duration(v.Get("retry_delay_ms").Float()) * time.Millisecond).Round(time.Millisecond))})
+	default:
+		p.r.logger.Debug("skipping a system line", "subtype", v.Get("subtype").String())
+		return nil
+	}
+}
+
+// topLevel reports whether a line belongs to the main agent, not to a
+// subagent (Task) whose text is not part of the answer.
+func topLevel(v gjson.Result) bool {
+	pt := v.Get("parent_tool_use_id")
+	return !pt.Exists() || pt.Type == gjson.Null || pt.String() == ""
+}
+
+// streamEvent handles partial-message deltas: text and thinking stream
+// from here; tool calls are reported from the complete assistant message,
+// where their input is whole.
+func (p *parser) streamEvent(v gjson.Result) error {
+	if !topLevel(v) {
+		return nil
+	}
+	ev := v.Get("event")
+	switch ev.Get("type").String() {
+	case "message_start":
+		p.cur = ev.Get("message.id").String()
+		p.streamed[p.cur] = true
+	case "content_block_start":
+		if ev.Get("content_block.type").String() == "text" {
+			p.startText(p.cur, int(ev.Get("index").Int()))
+			if t := ev.Get("content_block.text").String(); t != "" {
+				return p.text(t)
+			}
+		}
+	case "content_block_delta":
+		d := ev.Get("delta")
+		switch d.Get("type").String() {
+		case "text_delta":
+			return p.text(d.Get("text").String())
+		case "thinking_delta":
+			if t := d.Get("thinking").String(); t != "" {
+				return p.emit(executor.Event{Kind: executor.EventThinking, Text: t})
+			}
+		}
+	}
+	return nil
+}
+
+// startText begins a text block at index of message msg, deciding whether
+// a separator must precede its text.
+func (p *parser) startText(msg string, index int) {
+	p.pendingSep = p.content.Len() > 0 && (msg != p.lastTextMsg || index != p.lastTextIndex+1)
+	p.lastTextMsg, p.lastTextIndex = msg, index
+}
+
+// text emits assistant text, preceded by a pending separator.
+func (p *parser) text(t string) error {
+	if t == "" {
+		return nil
+	}
+	if p.pendingSep {
+		p.pendingSep = false
+		p.content.WriteString(textSeparator)
+		if err := p.emit(executor.Event{Kind: executor.EventText, Text: textSeparator}); err != nil {
+			return err
+		}
+	}
+	p.content.WriteString(t)
+	return p.emit(executor.Event{Kind: executor.EventText, Text: t})
+}
+
+// assistant handles a complete assistant message (the CLI writes one line
+// per content block).
+func (p *parser) assistant(v gjson.Result) error {
+	msg := v.Get("message")
+	id := msg.Get("id").String()
+	if id == "" {
+		// An assistant line sent on stdin, echoed back: input, not output.
+		p.r.logger.Debug("skipping an echoed input message")
+		return nil
+	}
+	if v.Get("error").Exists() {
+		// A synthetic message standing for a failed API call: its text is
+		// the error, reported by the result, not part of the answer.
+		for _, b := range msg.Get("content").Array() {
+			if t := b.Get("text").String(); t != "" {
+				p.errTexts = append(p.errTexts, t)
+			}
+		}
+		return nil
+	}
+	top := topLevel(v)
+	for _, b := range msg.Get("content").Array() {
+		index := p.blockCount[id]
+		p.blockCount[id]++
+		switch b.Get("type").String() {
+		case "text":
+			if !top || p.streamed[id] {
+				continue
+			}
+			p.startText(id, index)
+			if err := p.text(b.Get("text").String()); err != nil {
+				return err
+			}
+		case "thinking":
+			if !top || p.streamed[id] {
+				continue
+			}
+			if t := b.Get("thinking").String(); t != "" {
+				if err := p.emit(executor.Event{Kind: executor.EventThinking, Text: t}); err != nil {
+					return err
+				}
+			}
+		case "tool_use":
+			input := json.RawMessage(b.Get("input").Raw)
+			if len(input) == 0 {
+				input = nil
+			}
+			if err := p.emit(executor.Event{Kind: executor.EventToolUse, Tool: &executor.ToolUse{
+				ID: b.Get("id").String(), Name: b.Get("name").String(), Input: input,
+			}}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// user handles tool results; replayed and synthetic user messages (skill
+// bodies, interruption notes) are not events.
+func (p *parser) user(v gjson.Result) error {
+	if v.Get("isReplay").Bool() || v.Get("isSynthetic").Bool() {
+		return nil
+	}
+	for _, b := range v.Get("message.content").Array() {
+		if b.Get("type").String() != "tool_result" {
+			continue
+		}
+		if err := p.emit(executor.Event{Kind: executor.EventToolResult, ToolResult: &executor.ToolResult{
+			ToolUseID: b.Get("tool_use_id").String(),
+			Content:   resultText(b.Get("content")),
+			IsError:   b.Get("is_error").Bool(),
+		}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resultText flattens a tool_result's content: a string, or blocks of
+// which text is kept and others are named.
+func resultText(c gjson.Result) string {
+	if !c.IsArray() {
+		return c.String()
+	}
+	var parts []string
+	for _, b := range c.Array() {
+		if b.Get("type").String() == "text" {
+			parts = append(parts, b.Get("text").String())
+		} else {
+			parts = append(parts, "["+b.Get("type").String()+"]")
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// result records the CLI's final result. With several prompts on stdin
+// there is one result per prompt: usage and turns add up, the rest is the
+// last one's (total_cost_usd is already cumulative).
+func (p *parser) result(v gjson.Result) {
+	p.results++
+	c := &p.comp
+	c.IsError = v.Get("is_error").Bool()
+	c.Subtype = v.Get("subtype").String()
+	if s := v.Get("session_id").String(); s != "" {
+		c.SessionID = s
+	}
+	c.NumTurns += int(v.Get("num_turns").Int())
+	c.Duration += time.Duration(v.Get("duration_ms").Int()) * time.Millisecond
+	c.CostUSD = v.Get("total_cost_usd").Float()
+	c.APIErrorStatus = int(v.Get("api_error_status").Int())
+	u := v.Get("usage")
+	c.Usage = c.Usage.Add(executor.Usage{
+		InputTokens:              u.Get("input_tokens").Int(),
+		OutputTokens:             u.Get("output_tokens").Int(),
+		CacheCreationInputTokens: u.Get("cache_creation_input_tokens").Int(),
+		CacheReadInputTokens:     u.Get("cache_read_input_tokens").Int(),
+	})
+	c.PermissionDenials = nil
+	for _, d := range v.Get("permission_denials").Array() {
+		c.PermissionDenials = append(c.PermissionDenials, executor.PermissionDenial{
+			ToolName: d.Get("tool_name").String(), ToolUseID: d.Get("tool_use_id").String(),
+			Input: json.RawMessage(d.Get("tool_input").Raw),
+		})
+	}
+	c.Errors = stringList(v.Get("errors"))
+	switch {
+	case !c.IsError:
+		c.FinishReason = executor.FinishStop
+		c.Errors = nil
+	case c.Subtype == "error_max_turns":
+		c.FinishReason = executor.FinishMaxTurns
+	default:
+		c.FinishReason = executor.FinishError
+	}
+	if c.IsError && len(c.Errors) == 0 {
+		if t := v.Get("result").String(); t != "" {
+			c.Errors = []string{t}
+		} else if len(p.errTexts) > 0 {
+			c.Errors = append([]string(nil), p.errTexts...)
+		} else {
+			c.Errors = []string{fmt.Sprintf("the CLI reported %q without a message", c.Subtype)}
+		}
+	}
+}
+
+// finish returns the completion with the content emitted so far.
+func (p *parser) finish() executor.Completion {
+	p.comp.Content = p.content.String()
+	return p.comp
+}
+
+// fail returns the completion so far marked as failed, and err.
+func (p *parser) fail(err error) (executor.Completion, error) {
+	c := p.finish()
+	c.IsError = true
+	c.FinishReason = executor.FinishError
+	c.Errors = append(c.Errors, err.Error())
+	return c, err
+}
+
+// stringList returns a JSON array's strings.
+func stringList(v gjson.Result) []string {
+	var out []string
+	for _, s := range v.Array() {
+		out = append(out, s.String())
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

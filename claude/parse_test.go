@@ -1,0 +1,280 @@
+package claude_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/jsonl"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+// golden is what a transcript parses to.
+type golden struct {
+	Events     []executor.Event    `json:"events"`
+	Completion executor.Completion `json:"completion"`
+	Error      string              `json:"error,omitempty"`
+}
+
+func parseAll(t testing.TB, r io.Reader) golden {
+	t.Helper()
+	var g golden
+	comp, err := claude.New().Parse(context.Background(), r, func(e executor.Event) error {
+		g.Events = append(g.Events, e)
+		return nil
+	})
+	g.Completion = comp
+	if err != nil {
+		g.Error = err.Error()
+	}
+	return g
+}
+
+// transcriptDirs hold real CLI stdout: the shared recordings and the ones
+// recorded against internal/scriptedapi (see testdata/README.md).
+var transcriptDirs = []string{"testdata/cli-2.1.197", "testdata/recorded"}
+
+func transcripts(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	for _, dir := range transcriptDirs {
+		for _, pat := range []string{"*.jsonl", "*.json"} {
+			m, err := filepath.Glob(filepath.Join(dir, pat))
+			require.NoError(t, err)
+			files = append(files, m...)
+		}
+	}
+	require.NotEmpty(t, files)
+	return files
+}
+
+// TestParseGolden parses every recorded transcript and compares events and
+// completion with its golden file (go test -update rewrites them).
+func TestParseGolden(t *testing.T) {
+	for _, file := range transcripts(t) {
+		name := filepath.Base(filepath.Dir(file)) + "__" + strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(file)
+			require.NoError(t, err)
+			g := parseAll(t, bytes.NewReader(raw))
+			got, err := json.MarshalIndent(g, "", "  ")
+			require.NoError(t, err)
+			got = append(got, '\n')
+			path := filepath.Join("testdata", "golden", name+".json")
+			if *update {
+				require.NoError(t, os.WriteFile(path, got, 0o644))
+			}
+			want, err := os.ReadFile(path)
+			require.NoError(t, err, "no golden file; run go test ./claude -run TestParseGolden -update")
+			assert.JSONEq(t, string(want), string(got))
+
+			// Invariants that hold for every transcript.
+			var text strings.Builder
+			for _, e := range g.Events {
+				if e.Kind == executor.EventText {
+					text.WriteString(e.Text)
+				}
+			}
+			assert.Equal(t, text.String(), g.Completion.Content, "Content is the concatenation of the text events")
+			if g.Error != "" {
+				assert.True(t, g.Completion.IsError)
+				assert.Equal(t, executor.FinishError, g.Completion.FinishReason)
+			}
+			// Chunking does not matter.
+			one := parseAll(t, iotest.OneByteReader(bytes.NewReader(raw)))
+			assert.Equal(t, g, one, "one byte per read changes the outcome")
+		})
+	}
+}
+
+func TestParseFacts(t *testing.T) {
+	tests := map[string]struct {
+		file  string
+		check func(t *testing.T, g golden)
+	}{
+		"plain answer": {file: "a_plain_text.jsonl", check: func(t *testing.T, g golden) {
+			assert.Equal(t, "Hello from fake model. 1+1=2.", g.Completion.Content)
+			assert.Equal(t, executor.FinishStop, g.Completion.FinishReason)
+			assert.Equal(t, executor.Usage{InputTokens: 100, OutputTokens: 14}, g.Completion.Usage)
+			assert.Equal(t, 231*time.Millisecond, g.Completion.Duration)
+			assert.InDelta(t, 0.00085, g.Completion.CostUSD, 1e-9)
+			require.Equal(t, executor.EventInit, g.Events[0].Kind)
+			assert.Equal(t, "2.1.197", g.Events[0].Init.Version)
+			assert.Contains(t, g.Events[0].Init.Tools, "Bash")
+		}},
+		"partial messages are not doubled": {file: "e1_partial_messages_text.jsonl", check: func(t *testing.T, g golden) {
+			assert.Equal(t, "One two three four five six seven eight nine ten.", g.Completion.Content)
+			assert.Len(t, kinds(g, executor.EventText), 4, "four deltas, no repeat from the assistant message")
+		}},
+		"turns are joined with a separator event": {file: "e2_partial_messages_tools.jsonl", check: func(t *testing.T, g golden) {
+			assert.Equal(t, "I'll write the file.\n\nDone. Bash said: \"hello world\"", g.Completion.Content)
+			assert.Contains(t, kinds(g, executor.EventText), "\n\n")
+			assert.Equal(t, executor.Usage{InputTokens: 300, OutputTokens: 74}, g.Completion.Usage)
+		}},
+		"api error: is_error decides, not subtype": {file: "d1_http401_maxretries1.jsonl", check: func(t *testing.T, g golden) {
+			assert.Equal(t, "success", g.Completion.Subtype)
+			assert.True(t, g.Completion.IsError)
+			assert.Equal(t, executor.FinishError, g.Completion.FinishReason)
+			assert.Equal(t, 401, g.Completion.APIErrorStatus)
+			assert.Equal(t, []string{"Invalid API key · Fix external API key"}, g.Completion.Errors)
+			assert.Empty(t, g.Completion.Content, "the synthetic error text is not the answer")
+			assert.Len(t, kinds(g, executor.EventRetry), 1)
+		}},
+		"max turns": {file: "c_max_turns.jsonl", check: func(t *testing.T, g golden) {
+			assert.Equal(t, executor.FinishMaxTurns, g.Completion.FinishReason)
+			assert.True(t, g.Completion.IsError)
+			assert.Equal(t, []string{"Reached maximum number of turns (2)"}, g.Completion.Errors)
+			assert.Equal(t, 3, g.Completion.NumTurns)
+		}},
+		"permission denial": {file: "b3_bash_denied_default_mode.jsonl", check: func(t *testing.T, g golden) {
+			require.Len(t, g.Completion.PermissionDenials, 1)
+			assert.Equal(t, "Bash", g.Completion.PermissionDenials[0].ToolName)
+			assert.False(t, g.Completion.IsError)
+		}},
+		"mcp servers and tool result blocks": {file: "f_mcp_tool_call.jsonl", check: func(t *testing.T, g golden) {
+			assert.Equal(t, map[string]string{"demo": "connected"}, g.Events[0].Init.MCPServers)
+			res := kindsOf(g, executor.EventToolResult)
+			require.Len(t, res, 1)
+			assert.Equal(t, "echo: ping from model", res[0].ToolResult.Content)
+		}},
+		"skill listed, skill body not an event": {file: "g_skill_invocation.jsonl", check: func(t *testing.T, g golden) {
+			assert.Contains(t, g.Events[0].Init.Skills, "greeter")
+			for _, e := range g.Events {
+				assert.NotContains(t, e.Text, "GREETINGS FROM SKILL")
+			}
+		}},
+		"interrupted run": {file: "n_interrupt_control_request.jsonl", check: func(t *testing.T, g golden) {
+			assert.Empty(t, g.Error, "both prompts have results")
+			assert.False(t, g.Completion.IsError, "the last prompt succeeded")
+		}},
+		"not CLI output": {file: "f_mcp_server_side_log.jsonl", check: func(t *testing.T, g golden) {
+			assert.Contains(t, g.Error, claude.ErrNoResult.Error())
+		}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata/cli-2.1.197", tc.file))
+			require.NoError(t, err)
+			tc.check(t, parseAll(t, bytes.NewReader(raw)))
+		})
+	}
+}
+
+func kinds(g golden, k executor.EventKind) []string {
+	var out []string
+	for _, e := range kindsOf(g, k) {
+		out = append(out, e.Text)
+	}
+	return out
+}
+
+func kindsOf(g golden, k executor.EventKind) []executor.Event {
+	var out []executor.Event
+	for _, e := range g.Events {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestParseMissingResult(t *testing.T) {
+	raw, err := os.ReadFile("testdata/cli-2.1.197/b1_write_bash_acceptEdits.jsonl")
+	require.NoError(t, err)
+	lines := bytes.Split(bytes.TrimSpace(raw), []byte("\n"))
+	cut := bytes.Join(lines[:len(lines)-1], []byte("\n"))
+
+	g := parseAll(t, bytes.NewReader(cut))
+	require.NotEmpty(t, g.Error)
+	assert.True(t, g.Completion.IsError)
+	assert.NotEmpty(t, g.Completion.Content, "the text so far is kept")
+
+	_, err = claude.New().Parse(context.Background(), bytes.NewReader(cut), func(executor.Event) error { return nil })
+	require.ErrorIs(t, err, claude.ErrNoResult)
+	err = claude.WithExit(err, executor.ExecResult{ExitCode: -1, Signal: "SIGTERM"}, "boom\n")
+	assert.ErrorIs(t, err, claude.ErrNoResult)
+	assert.Contains(t, err.Error(), "killed by SIGTERM")
+	assert.Contains(t, err.Error(), "stderr: boom")
+	assert.Contains(t, err.Error(), `the last a "assistant"`)
+
+	other := errors.New("other")
+	assert.Equal(t, other, claude.WithExit(other, executor.ExecResult{}, ""))
+}
+
+func TestParseReadErrors(t *testing.T) {
+	raw, err := os.ReadFile("testdata/cli-2.1.197/c_max_turns.jsonl")
+	require.NoError(t, err)
+	exit1 := errors.New("the agent exited with code 1")
+
+	t.Run("error after the result is the CLI's exit", func(t *testing.T) {
+		g := parseAll(t, io.MultiReader(bytes.NewReader(raw), iotest.ErrReader(exit1)))
+		assert.Empty(t, g.Error)
+		assert.Equal(t, executor.FinishMaxTurns, g.Completion.FinishReason)
+	})
+	t.Run("error before the result fails", func(t *testing.T) {
+		_, err := claude.New().Parse(context.Background(), io.MultiReader(bytes.NewReader(raw[:200]), iotest.ErrReader(exit1)),
+			func(executor.Event) error { return nil })
+		assert.ErrorIs(t, err, claude.ErrNoResult)
+		assert.ErrorIs(t, err, exit1)
+	})
+	t.Run("stall watchdog", func(t *testing.T) {
+		ctx, wd := jsonl.WithWatchdog(context.Background(), 50*time.Millisecond)
+		defer wd.Stop()
+		pr, pw := io.Pipe()
+		go func() {
+			_, _ = pw.Write(raw[:bytes.IndexByte(raw, '\n')+1])
+			<-ctx.Done() // the process hangs until the watchdog kills it
+			_ = pw.Close()
+		}()
+		_, err := claude.New().Parse(ctx, wd.Reader(pr), func(executor.Event) error { return nil })
+		assert.ErrorIs(t, err, jsonl.ErrStalled)
+	})
+	t.Run("line over the cap fails", func(t *testing.T) {
+		long := append([]byte(`{"type":"assistant","x":"`+strings.Repeat("x", 2000)+`"}`), '\n')
+		_, err := claude.New(claude.WithMaxLine(1000)).Parse(context.Background(), io.MultiReader(bytes.NewReader(long), bytes.NewReader(raw)),
+			func(executor.Event) error { return nil })
+		assert.ErrorIs(t, err, jsonl.ErrLineTooLong)
+	})
+}
+
+func FuzzParse(f *testing.F) {
+	for _, dir := range transcriptDirs {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+		for _, file := range m {
+			raw, err := os.ReadFile(file)
+			if err == nil {
+				f.Add(raw)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var text strings.Builder
+		comp, err := claude.New(claude.WithMaxLine(1<<16)).Parse(context.Background(), bytes.NewReader(data), func(e executor.Event) error {
+			if e.Kind == executor.EventText {
+				text.WriteString(e.Text)
+			}
+			return nil
+		})
+		if text.String() != comp.Content {
+			t.Fatalf("content %q is not the concatenation of text events %q", comp.Content, text.String())
+		}
+		if err != nil && !comp.IsError {
+			t.Fatalf("failed parse without IsError: %v", err)
+		}
+	})
+}
