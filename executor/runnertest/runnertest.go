@@ -119,8 +119,7 @@ func Run(t *testing.T, r executor.Runner, tr Transcripts) map[Behaviour]Outcome 
 		t.Run(string(b), func(t *testing.T) {
 			o := Parse(r, stdout)
 			out[b] = o
-			checkCommon(t, o)
-			checks[b](t, o)
+			Check(t, b, o)
 			checkChunking(t, r, stdout, o)
 		})
 	}
@@ -150,6 +149,17 @@ func withCut(t *testing.T, tr Transcripts) Transcripts {
 	}
 	out[CutStream] = cut
 	return out
+}
+
+// Check checks one outcome against the contract of behaviour b; Run calls
+// it for each transcript, and end-to-end tests call it for outcomes of real
+// runs.
+func Check(t *testing.T, b Behaviour, o Outcome) {
+	t.Helper()
+	check, ok := checks[b]
+	require.True(t, ok, "unknown behaviour %q", b)
+	checkCommon(t, o)
+	check(t, o)
 }
 
 // checkCommon holds for every outcome.
