@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -475,14 +476,25 @@ func signalName(sig syscall.Signal) string {
 	return "signal " + strconv.Itoa(int(sig))
 }
 
-// oomKills reads the container cgroup's oom_kill counter (cgroup v2, or
-// v1's memory.oom_control), or 0 when neither is readable.
+// oomFiles are the cgroup files holding the oom_kill counter: v2, then v1.
+var oomFiles = []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}
+
+// oomFile is the first of oomFiles that was readable ("" until found).
+var oomFile atomic.Value
+
+// oomKills reads the container cgroup's oom_kill counter, or 0 when no
+// counter is readable.
 func oomKills() int64 {
-	for _, f := range []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"} {
+	files := oomFiles
+	if f, _ := oomFile.Load().(string); f != "" {
+		files = []string{f}
+	}
+	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
+		oomFile.Store(f)
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
 				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
