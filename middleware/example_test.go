@@ -8,6 +8,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/internal/scripted"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -16,7 +17,7 @@ import (
 // sandboxed and one plain request.
 func ExampleNew() {
 	coder := &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{
-		Runner: "fake",
+		Runner: "scripted",
 		Spec:   executor.Spec{Image: "agentbox/sandbox-claude:latest", Timeout: time.Minute},
 	}}
 	catalog, err := middleware.NewCatalog(coder, &middleware.Assistant{ID: "qa"})
@@ -27,12 +28,12 @@ func ExampleNew() {
 	defer cleanup()
 	fake := &executortest.FakeExecutor{DataDir: tmp}
 	fake.OnCreate = func(sb *executortest.FakeSandbox) {
-		sb.ExecFunc = textRun(executor.Usage{InputTokens: 12, OutputTokens: 3}, "Done: ", "hello.txt written.").exec
+		sb.ExecFunc = scripted.Text(executor.Usage{InputTokens: 12, OutputTokens: 3}, "Done: ", "hello.txt written.").Exec
 	}
 	o, err := middleware.New(context.Background(), middleware.Options{
 		Catalog:     catalog,
 		NewExecutor: func(context.Context, hclog.Logger) (executor.Executor, error) { return fake, nil },
-		Runners:     []executor.Runner{&fakeRunner{tr: &tracer{}}},
+		Runners:     []executor.Runner{&scripted.Runner{}},
 	})
 	if err != nil {
 		panic(err)

@@ -1,12 +1,7 @@
 package middleware_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"os"
 	"slices"
 	"sync"
@@ -17,127 +12,10 @@ import (
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/internal/scripted"
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 )
-
-// line is one line of the scripted agent's stdout: an event or the final
-// result.
-type line struct {
-	Event  *executor.Event      `json:"event,omitempty"`
-	Result *executor.Completion `json:"result,omitempty"`
-}
-
-// script is what the scripted agent does when the fake sandbox runs it.
-type script struct {
-	lines []line
-	// block makes the agent wait for its context after the lines (a run
-	// that never ends by itself).
-	block bool
-	// exit is the exit code; err is Exec's error.
-	exit int
-	err  error
-}
-
-// textRun is a script that answers with texts and a final result.
-func textRun(usage executor.Usage, texts ...string) script {
-	var s script
-	content := ""
-	for _, t := range texts {
-		s.lines = append(s.lines, line{Event: &executor.Event{Kind: executor.EventText, Text: t}})
-		content += t
-	}
-	s.lines = append(s.lines, line{Result: &executor.Completion{Content: content, FinishReason: executor.FinishStop, Usage: usage}})
-	return s
-}
-
-// exec is the ExecFunc of a sandbox that runs the script as the agent.
-func (s script) exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
-	enc := json.NewEncoder(cmd.Stdout)
-	for _, l := range s.lines {
-		if err := enc.Encode(l); err != nil {
-			return executor.ExecResult{ExitCode: -1}, err
-		}
-	}
-	if s.block {
-		<-ctx.Done()
-		return executor.ExecResult{ExitCode: -1, Signal: "KILL"}, ctx.Err()
-	}
-	return executor.ExecResult{ExitCode: s.exit}, s.err
-}
-
-// fakeRunner is an executor.Runner for the scripted agent: its stdout is
-// JSON lines of events and a final result.
-type fakeRunner struct {
-	tr     *tracer
-	invErr error
-
-	mu   sync.Mutex
-	reqs []executor.RunRequest
-}
-
-var _ executor.Runner = (*fakeRunner)(nil)
-
-func (r *fakeRunner) Name() string { return "fake" }
-
-func (r *fakeRunner) Invocation(req executor.RunRequest) (executor.Invocation, error) {
-	r.tr.add("invocation")
-	r.mu.Lock()
-	r.reqs = append(r.reqs, req)
-	r.mu.Unlock()
-	if r.invErr != nil {
-		return executor.Invocation{}, r.invErr
-	}
-	stdin, err := json.Marshal(req.Messages)
-	if err != nil {
-		return executor.Invocation{}, err
-	}
-	return executor.Invocation{
-		Args:  []string{"fake-agent", "--model", req.Model},
-		Env:   []string{"HOME=" + req.Home, "BASE_URL=" + req.ModelBaseURL, "KEY=" + req.APIKey},
-		Stdin: stdin,
-		Files: map[string][]byte{".fake/run.json": stdin},
-	}, nil
-}
-
-func (r *fakeRunner) requests() []executor.RunRequest {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.reqs)
-}
-
-func (r *fakeRunner) Parse(ctx context.Context, stdout io.Reader, emit func(executor.Event) error) (executor.Completion, error) {
-	r.tr.add("parse")
-	br := bufio.NewReader(stdout)
-	var result *executor.Completion
-	for {
-		b, err := br.ReadBytes('\n')
-		if len(b) > 0 {
-			var l line
-			if jerr := json.Unmarshal(b, &l); jerr != nil {
-				return executor.Completion{}, fmt.Errorf("fake runner: bad line %q: %w", b, jerr)
-			}
-			switch {
-			case l.Event != nil:
-				if eerr := emit(*l.Event); eerr != nil {
-					return executor.Completion{}, eerr
-				}
-			case l.Result != nil:
-				result = l.Result
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return executor.Completion{}, fmt.Errorf("fake runner: read: %w", err)
-		}
-	}
-	if result == nil {
-		return executor.Completion{}, errors.New("fake runner: the stream ended without a result")
-	}
-	return *result, ctx.Err()
-}
 
 // tracer records the order in which the parts were called.
 type tracer struct {
@@ -240,12 +118,12 @@ type env struct {
 	o      *middleware.Orchestrator
 	tr     *tracer
 	ex     *tracingExecutor
-	runner *fakeRunner
+	runner *scripted.Runner
 	router *fakeRouter
 	coder  *middleware.Assistant
 	// script is what the next sandboxes' agent does.
 	mu     sync.Mutex
-	script script
+	script scripted.Script
 	next   middleware.Handler
 	h      middleware.Handler
 }
@@ -290,16 +168,16 @@ func withOptions(f func(*middleware.Options)) envOption {
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	tr := &tracer{}
-	e := &env{tr: tr, runner: &fakeRunner{tr: tr}}
+	e := &env{tr: tr, runner: &scripted.Runner{OnCall: tr.add}}
 	e.ex = &tracingExecutor{FakeExecutor: executortest.NewExecutor(t), tr: tr}
 	e.ex.OnCreate = func(sb *executortest.FakeSandbox) {
 		e.mu.Lock()
 		s := e.script
 		e.mu.Unlock()
-		sb.ExecFunc = s.exec
+		sb.ExecFunc = s.Exec
 	}
 	e.coder = &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{
-		Runner: "fake",
+		Runner: "scripted",
 		Spec:   executor.Spec{Image: "agentbox/sandbox-claude:latest", Timeout: time.Minute},
 		Files:  map[string][]byte{".claude/skills/review/SKILL.md": []byte("---\nname: review\n---\n")},
 		Run:    executor.RunRequest{Model: "claude-test", SystemPrompt: "be brief"},
@@ -324,7 +202,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	return e
 }
 
-func (e *env) setScript(s script) {
+func (e *env) setScript(s scripted.Script) {
 	e.mu.Lock()
 	e.script = s
 	e.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/internal/jsonl"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/internal/scripted"
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,7 +71,7 @@ func TestLifecycleRunsPhasesInOrder(t *testing.T) {
 		},
 	}
 	e := newEnv(t, withHooks(h), withRouter())
-	e.setScript(textRun(executor.Usage{InputTokens: 10, OutputTokens: 5}, "Hello", ", world."))
+	e.setScript(scripted.Text(executor.Usage{InputTokens: 10, OutputTokens: 5}, "Hello", ", world."))
 
 	var c collector
 	req := request("1")
@@ -79,7 +80,7 @@ func TestLifecycleRunsPhasesInOrder(t *testing.T) {
 
 	assert.Equal(t, []string{
 		"create", "route.open", "write .claude/skills/review/SKILL.md", "hook.create",
-		"invocation", "write .fake/run.json", "exec fake-agent", "parse",
+		"invocation", "write .scripted/run.json", "exec scripted-agent", "parse",
 		"hook.next", "route.close", "close",
 	}, sortParseExec(e.tr.get()))
 	assert.Equal(t, "Hello, world.", resp.Content)
@@ -96,7 +97,7 @@ func TestLifecycleRunsPhasesInOrder(t *testing.T) {
 	}
 	assert.Equal(t, []string{"sandbox:ready", "ui:", "text:Hello", "text:, world.", "sandbox:closed"}, kinds)
 
-	runs := e.runner.requests()
+	runs := e.runner.Requests()
 	require.Len(t, runs, 1)
 	assert.Equal(t, hookMessages, req.Messages, "the hook got the conversation")
 	assert.Equal(t, "from hook", runs[0].Messages[0].Content, "the Create hook's messages reach the runner")
@@ -125,7 +126,7 @@ func TestLifecycleRunsPhasesInOrder(t *testing.T) {
 // their relative order is not part of the contract.
 func sortParseExec(log []string) []string {
 	for i := 0; i+1 < len(log); i++ {
-		if log[i] == "parse" && log[i+1] == "exec fake-agent" {
+		if log[i] == "parse" && log[i+1] == "exec scripted-agent" {
 			log[i], log[i+1] = log[i+1], log[i]
 		}
 	}
@@ -139,9 +140,9 @@ func TestTeardownOnClientDisconnect(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			s := textRun(executor.Usage{}, "partial", "never sent")
-			s.lines = s.lines[:1]
-			s.block = true
+			s := scripted.Text(executor.Usage{}, "partial", "never sent")
+			s.Lines = s.Lines[:1]
+			s.Block = true
 			e.setScript(s)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -166,7 +167,7 @@ func TestTeardownOnClientDisconnect(t *testing.T) {
 			e.ex.mu.Unlock()
 
 			// The lease is released: the chat takes the next request at once.
-			e.setScript(textRun(executor.Usage{}, "ok"))
+			e.setScript(scripted.Text(executor.Usage{}, "ok"))
 			resp, err = e.h.Handle(context.Background(), request("1"), nil)
 			require.NoError(t, err)
 			assert.Equal(t, "ok", resp.Content)
@@ -180,7 +181,7 @@ func TestErrorsAreTyped(t *testing.T) {
 	}}
 	cases := map[string]struct {
 		opts   []envOption
-		script script
+		script scripted.Script
 		req    func(*middleware.Request)
 		kind   middleware.Kind
 		param  string
@@ -200,21 +201,21 @@ func TestErrorsAreTyped(t *testing.T) {
 		"model route fails": {opts: []envOption{withRouter(), func(e *env, _ *middleware.Options) { e.router.openErr = errors.New("listen: address in use") }},
 			kind: middleware.KindSandboxStart, ran: true},
 		"hook rejects": {opts: []envOption{withHooks(rejecting)}, kind: middleware.KindHookRejected, msg: "Node.js is required", ran: true},
-		"runner refuses the arguments": {opts: []envOption{func(e *env, _ *middleware.Options) { e.runner.invErr = errors.New("max_turns must be > 0") }},
+		"runner refuses the arguments": {opts: []envOption{func(e *env, _ *middleware.Options) { e.runner.InvocationErr = errors.New("max_turns must be > 0") }},
 			kind: middleware.KindConfig, msg: "max_turns must be > 0", ran: true},
-		"stream without result": {script: script{lines: []line{{Event: &executor.Event{Kind: executor.EventText, Text: "x"}}}},
+		"stream without result": {script: scripted.Script{Lines: []scripted.Line{{Event: &executor.Event{Kind: executor.EventText, Text: "x"}}}},
 			kind: middleware.KindAgent, msg: "without a final result", ran: true},
-		"agent exits non-zero": {script: script{exit: 2}, kind: middleware.KindAgent, msg: "exit code 2", ran: true},
-		"agent out of memory":  {script: script{exit: 137}, kind: middleware.KindAgent, msg: "exit code 137", ran: true},
-		"agent reports an error": {script: script{lines: []line{{Result: &executor.Completion{
+		"agent exits non-zero": {script: scripted.Script{Exit: 2}, kind: middleware.KindAgent, msg: "exit code 2", ran: true},
+		"agent out of memory":  {script: scripted.Script{Exit: 137}, kind: middleware.KindAgent, msg: "exit code 137", ran: true},
+		"agent reports an error": {script: scripted.Script{Lines: []scripted.Line{{Result: &executor.Completion{
 			IsError: true, FinishReason: executor.FinishError, Errors: []string{"API Error: 401 invalid key"}, APIErrorStatus: 401}}}},
 			kind: middleware.KindAgent, msg: "API Error: 401 invalid key (the model API answered 401)", ran: true},
-		"exec times out":        {script: script{err: errors.New("exec: " + executor.ErrTimeout.Error()), exit: -1}, kind: middleware.KindAgent, ran: true},
-		"exec timeout sentinel": {script: script{err: executor.ErrTimeout, exit: -1}, kind: middleware.KindTimeout, msg: "time limit", ran: true},
-		"stall watchdog":        {script: script{err: &jsonl.StallError{Timeout: time.Second, Idle: time.Second}, exit: -1}, kind: middleware.KindTimeout, msg: "stopped producing output", ran: true},
+		"exec times out":        {script: scripted.Script{Err: errors.New("exec: " + executor.ErrTimeout.Error()), Exit: -1}, kind: middleware.KindAgent, ran: true},
+		"exec timeout sentinel": {script: scripted.Script{Err: executor.ErrTimeout, Exit: -1}, kind: middleware.KindTimeout, msg: "time limit", ran: true},
+		"stall watchdog":        {script: scripted.Script{Err: &jsonl.StallError{Timeout: time.Second, Idle: time.Second}, Exit: -1}, kind: middleware.KindTimeout, msg: "stopped producing output", ran: true},
 		"sandbox timeout": {opts: []envOption{withSpec(func(s *executor.Spec) { s.Timeout = 50 * time.Millisecond })},
-			script: script{block: true}, kind: middleware.KindTimeout, msg: "sandbox timeout of 50ms", ran: true},
-		"output too large": {script: script{err: executor.ErrOutputTooLarge, exit: -1}, kind: middleware.KindAgent, msg: "more output", ran: true},
+			script: scripted.Script{Block: true}, kind: middleware.KindTimeout, msg: "sandbox timeout of 50ms", ran: true},
+		"output too large": {script: scripted.Script{Err: executor.ErrOutputTooLarge, Exit: -1}, kind: middleware.KindAgent, msg: "more output", ran: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -259,8 +260,8 @@ func TestBusyChat(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, withSpec(func(s *executor.Spec) { s.LeaseWait = tc.wait }))
-			s := textRun(executor.Usage{}, "first")
-			s.block = true
+			s := scripted.Text(executor.Usage{}, "first")
+			s.Block = true
 			e.setScript(s)
 			ctx, cancel := context.WithCancel(context.Background())
 			started := make(chan struct{})
@@ -276,7 +277,7 @@ func TestBusyChat(t *testing.T) {
 				firstDone <- err
 			}()
 			<-started
-			e.setScript(textRun(executor.Usage{}, "second"))
+			e.setScript(scripted.Text(executor.Usage{}, "second"))
 			if tc.wait > 0 {
 				time.AfterFunc(100*time.Millisecond, cancel)
 			}
@@ -292,7 +293,7 @@ func TestBusyChat(t *testing.T) {
 			}
 			assert.Equal(t, middleware.KindCanceled, middleware.KindOf(<-firstDone))
 			// Another chat of the same user is never blocked.
-			e.setScript(textRun(executor.Usage{}, "other"))
+			e.setScript(scripted.Text(executor.Usage{}, "other"))
 			_, err = e.h.Handle(context.Background(), request("2"), nil)
 			assert.NoError(t, err)
 		})
@@ -301,27 +302,27 @@ func TestBusyChat(t *testing.T) {
 
 func TestNextHook(t *testing.T) {
 	for name, tc := range map[string]struct {
-		script   script
+		script   scripted.Script
 		next     func(hooks.NextPayload) (*hooks.NextResult, error)
 		content  string
 		replaced bool
 		kind     middleware.Kind
 	}{
-		"keeps the response": {script: textRun(executor.Usage{}, "answer"),
+		"keeps the response": {script: scripted.Text(executor.Usage{}, "answer"),
 			next: func(hooks.NextPayload) (*hooks.NextResult, error) { return nil, nil }, content: "answer"},
-		"replaces the content": {script: textRun(executor.Usage{}, "answer"),
+		"replaces the content": {script: scripted.Text(executor.Usage{}, "answer"),
 			next:    func(hooks.NextPayload) (*hooks.NextResult, error) { return &hooks.NextResult{Content: "replaced"}, nil },
 			content: "replaced", replaced: true},
-		"error keeps the response": {script: textRun(executor.Usage{}, "answer"),
+		"error keeps the response": {script: scripted.Text(executor.Usage{}, "answer"),
 			next: func(hooks.NextPayload) (*hooks.NextResult, error) { return nil, errors.New("boom") }, content: "answer"},
-		"answers for a failed agent": {script: script{exit: 1},
+		"answers for a failed agent": {script: scripted.Script{Exit: 1},
 			next: func(p hooks.NextPayload) (*hooks.NextResult, error) {
 				if p.Error == "" || p.Completion != nil {
 					return nil, errors.New("expected an error payload")
 				}
 				return &hooks.NextResult{Content: "sorry"}, nil
 			}, content: "sorry", replaced: true},
-		"failed agent stays failed": {script: script{exit: 1},
+		"failed agent stays failed": {script: scripted.Script{Exit: 1},
 			next: func(hooks.NextPayload) (*hooks.NextResult, error) { return nil, nil }, kind: middleware.KindAgent},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -345,7 +346,7 @@ func TestNextHook(t *testing.T) {
 
 func TestMaxTurnsIsAnAnswer(t *testing.T) {
 	e := newEnv(t)
-	e.setScript(script{lines: []line{
+	e.setScript(scripted.Script{Lines: []scripted.Line{
 		{Event: &executor.Event{Kind: executor.EventText, Text: "partial"}},
 		{Result: &executor.Completion{Content: "partial", IsError: true, FinishReason: executor.FinishMaxTurns, Subtype: "error_max_turns"}},
 	}})
@@ -363,7 +364,7 @@ func TestNewCleansUpAfterItself(t *testing.T) {
 		}
 	}
 	sandboxed := &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{Runner: "claude", Spec: executor.Spec{Image: "img"}}}
-	noImage := &middleware.Assistant{ID: "bare", Sandbox: &middleware.Sandbox{Runner: "fake"}}
+	noImage := &middleware.Assistant{ID: "bare", Sandbox: &middleware.Sandbox{Runner: "scripted"}}
 	for name, tc := range map[string]struct {
 		assistants []*middleware.Assistant
 		runners    int
@@ -376,11 +377,11 @@ func TestNewCleansUpAfterItself(t *testing.T) {
 	}{
 		"nil catalog and no runners": {nilCatalog: true, runners: 0,
 			wantErr: []string{"Options.Catalog is nil", "Options.Runners is empty"}},
-		"duplicate runners": {runners: 2, wantErr: []string{`two runners are named "fake"`}},
+		"duplicate runners": {runners: 2, wantErr: []string{`two runners are named "scripted"`}},
 		"router fails": {runners: 1, routerErr: errors.New("no socket dir"),
 			wantErr: []string{"open the model router: no socket dir"}, opened: true, trace: []string{"executor.close"}},
 		"catalog names an unknown runner and no image": {runners: 1, assistants: []*middleware.Assistant{sandboxed, noImage},
-			wantErr: []string{`assistant "coder": sandbox runner "claude" is not one of [fake]`, `assistant "bare": sandbox image is empty`},
+			wantErr: []string{`assistant "coder": sandbox runner "claude" is not one of [scripted]`, `assistant "bare": sandbox image is empty`},
 			opened:  true, trace: []string{"router.close", "executor.close"}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -388,7 +389,7 @@ func TestNewCleansUpAfterItself(t *testing.T) {
 			opened := 0
 			o := middleware.Options{NewExecutor: okExec(tr, &opened)}
 			for range tc.runners {
-				o.Runners = append(o.Runners, &fakeRunner{tr: tr})
+				o.Runners = append(o.Runners, &scripted.Runner{})
 			}
 			if !tc.nilCatalog {
 				cat, err := middleware.NewCatalog(tc.assistants...)
@@ -425,7 +426,7 @@ func TestCloseDrainsRunsInFlight(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, withOptions(func(o *middleware.Options) { o.DrainTimeout = 200 * time.Millisecond }))
 			release := make(chan struct{})
-			s := textRun(executor.Usage{}, "done")
+			s := scripted.Text(executor.Usage{}, "done")
 			e.setScript(s)
 			started := make(chan struct{})
 			e.ex.OnCreate = func(sb *executortestSandbox) {
@@ -436,7 +437,7 @@ func TestCloseDrainsRunsInFlight(t *testing.T) {
 						return executor.ExecResult{ExitCode: -1}, ctx.Err()
 					}
 					<-release
-					return s.exec(ctx, cmd)
+					return s.Exec(ctx, cmd)
 				}
 			}
 			done := make(chan error, 1)

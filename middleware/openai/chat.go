@@ -1,0 +1,176 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/middleware"
+)
+
+// Headers that carry the user and chat ids (see the package documentation
+// for the rule).
+const (
+	HeaderUser = "X-Agentbox-User"
+	HeaderChat = "X-Agentbox-Chat"
+)
+
+// maxModelLen bounds the model name, which every chunk repeats.
+const maxModelLen = 256
+
+// decodeChat reads and checks a chat completion request.
+func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request) (*middleware.Request, *middleware.Error) {
+	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	if err != nil {
+		return nil, err
+	}
+	var cr chatRequest
+	if err := json.Unmarshal(body, &cr); err != nil {
+		return nil, badRequest("", "the body is not a valid chat completion request: %v; send JSON with model and messages", err)
+	}
+	var rest map[string]any
+	if err := json.Unmarshal(body, &rest); err != nil {
+		return nil, badRequest("", "the body is not a JSON object: %v", err)
+	}
+	for _, k := range knownFields {
+		delete(rest, k)
+	}
+	switch {
+	case cr.Model == "":
+		return nil, badRequest("model", "model is missing; name the assistant (GET /v1/models lists them)")
+	case len(cr.Model) > maxModelLen:
+		return nil, badRequest("model", "model is %d bytes long; assistant ids are at most %d", len(cr.Model), maxModelLen)
+	case len(cr.Messages) == 0:
+		return nil, badRequest("messages", "messages is empty; send at least one user message")
+	case cr.N != nil && *cr.N != 1:
+		return nil, badRequest("n", "n is %d; this endpoint answers with one choice, so leave n out or set it to 1", *cr.N)
+	}
+	msgs, merr := messagesOf(cr.Messages)
+	if merr != nil {
+		return nil, merr
+	}
+	user, chat, ierr := idsOf(r.Header, cr.User)
+	if ierr != nil {
+		return nil, ierr
+	}
+	req := &middleware.Request{
+		AssistantID: cr.Model, Model: cr.Model, Messages: msgs,
+		UserID: user, ChatID: chat,
+		Stream: cr.Stream, Options: rest,
+	}
+	if cr.StreamOptions != nil {
+		req.StreamOptions.IncludeUsage = cr.StreamOptions.IncludeUsage
+	}
+	return req, nil
+}
+
+// errBodyTooLarge marks a body over the cap, answered with 413.
+var errBodyTooLarge = errors.New("openai: request body too large")
+
+// readBody reads the body up to max bytes.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *middleware.Error) {
+	var buf bytes.Buffer
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, max))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, middleware.Errorf(middleware.KindBadRequest, errBodyTooLarge,
+			"the request body is larger than %d bytes; shorten the conversation or raise the gateway's body limit", max)
+	case err != nil:
+		return nil, badRequest("", "reading the request body failed: %v", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// messagesOf converts the input messages: "developer" is a system message;
+// content is a string or an array of text parts (joined without
+// separator); other roles and part types are refused.
+func messagesOf(in []chatMessage) ([]executor.Message, *middleware.Error) {
+	out := make([]executor.Message, 0, len(in))
+	for i, m := range in {
+		role := m.Role
+		switch role {
+		case "system", "user", "assistant":
+		case "developer":
+			role = "system"
+		case "":
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d] has no role; use system, developer, user or assistant", i)
+		default:
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i),
+				"messages[%d] has role %q, which this endpoint does not take; use system, developer, user or assistant (tools run inside the sandbox)", i, m.Role)
+		}
+		text, err := textOf(m.Content)
+		if err != nil {
+			err.Param = fmt.Sprintf("messages[%d].content%s", i, err.Param)
+			err.Message = fmt.Sprintf("messages[%d].content: %s", i, err.Message)
+			return nil, err
+		}
+		out = append(out, executor.Message{Role: role, Content: text})
+	}
+	return out, nil
+}
+
+// textOf reads a message content: a string, null (empty) or text parts.
+func textOf(raw json.RawMessage) (string, *middleware.Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", nil
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", badRequest("", "not a valid string: %v", err)
+		}
+		return s, nil
+	case '[':
+		var parts []contentPart
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return "", badRequest("", "not a valid array of content parts: %v", err)
+		}
+		var b strings.Builder
+		for j, p := range parts {
+			if p.Type != "text" {
+				return "", badRequest(fmt.Sprintf("[%d].type", j), "part %d has type %q; only text parts are supported", j, p.Type)
+			}
+			b.WriteString(p.Text)
+		}
+		return b.String(), nil
+	}
+	return "", badRequest("", "must be a string or an array of text parts")
+}
+
+// idsOf takes the user and chat ids: each from its header when the header
+// is set, else from the "user" field, which is either "<user>" or
+// "<user>:<chat>". Ids that are set are checked with executor.ValidateID.
+func idsOf(h http.Header, userField string) (user, chat string, _ *middleware.Error) {
+	fieldUser, fieldChat, _ := strings.Cut(userField, ":")
+	user, chat = h.Get(HeaderUser), h.Get(HeaderChat)
+	userParam, chatParam := HeaderUser, HeaderChat
+	if user == "" {
+		user, userParam = fieldUser, "user"
+	}
+	if chat == "" {
+		chat, chatParam = fieldChat, "user"
+	}
+	if user != "" {
+		if err := executor.ValidateID("user", user); err != nil {
+			return "", "", badRequest(userParam, "%s: %s", userParam, idProblem(err))
+		}
+	}
+	if chat != "" {
+		if err := executor.ValidateID("chat", chat); err != nil {
+			return "", "", badRequest(chatParam, "%s: %s", chatParam, idProblem(err))
+		}
+	}
+	return user, chat, nil
+}
+
+// idProblem is ValidateID's message without the sentinel's suffix.
+func idProblem(err error) string {
+	return strings.TrimSuffix(err.Error(), ": "+executor.ErrInvalid.Error())
+}

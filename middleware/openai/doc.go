@@ -1,0 +1,96 @@
+// Package openai is an OpenAI-compatible HTTP adapter for a
+// middleware.Handler: standard OpenAI clients (the official SDKs among
+// them) talk to agentbox assistants as if they were models.
+//
+// # Routes
+//
+//   - POST /v1/chat/completions: "model" names the assistant; "stream"
+//     selects SSE; "stream_options": {"include_usage": true} adds a last
+//     chunk with empty choices and the usage, as OpenAI does. Message
+//     content is a string or an array of text parts; role "developer" is
+//     a system message; tool and function messages, images and n > 1 are
+//     refused with 400. Other fields (temperature, ...) reach the handler
+//     in Request.Options.
+//   - GET /v1/models and GET /v1/models/{id}: the catalog's assistants,
+//     each with the extensions "name" and "sandbox" (true when it runs in
+//     a sandbox).
+//
+// The request body is capped (Options.MaxBodyBytes, 8 MiB by default;
+// 413 beyond it). When the client goes away the handler's context is
+// canceled, which tears the sandbox down.
+//
+// # User and chat ids
+//
+// Each id is taken from its header when set (X-Agentbox-User,
+// X-Agentbox-Chat), else from the "user" field, which is "<user>" or
+// "<user>:<chat>". A header wins over the field, id by id. Ids are checked
+// with executor.ValidateID (1-128 characters of [A-Za-z0-9_.-], not
+// starting with '.' or '-'); a bad id is a 400 naming the header or field.
+// A sandboxed assistant needs both ids; plain assistants pass them on as
+// they came.
+//
+// # Streaming and the agentbox extension
+//
+// Assistant text travels in choices[0].delta.content; everything else in a
+// top-level "agentbox" object of a chunk whose delta is empty, which
+// standard clients ignore:
+//
+//	{"id": "chatcmpl-…", "object": "chat.completion.chunk", "created": 1763730000,
+//	 "model": "coder", "choices": [{"index": 0, "delta": {}, "finish_reason": null}],
+//	 "agentbox": {"kind": "tool_use", "tool": {"id": "toolu_1", "name": "Write", "input": {…}}}}
+//
+// "agentbox" holds the fields of an executor.Event: "kind" (init,
+// thinking, tool_use, tool_result, retry, ui, sandbox), "text" (thinking
+// and retry text; for sandbox, the lifecycle step: "ready" when the
+// container is up, "closed" when it is removed), "init", "tool",
+// "tool_result", "ui" (hook UI messages: {"id", "action": send | replace |
+// end, "type", "props"}). Two kinds are the adapter's own: "reset"
+// (discard the content streamed so far; the content that follows replaces
+// it: a Next hook replaced the answer) and "done" (on the chunk carrying
+// finish_reason: "timings" in milliseconds: lease_ms, container_start_ms,
+// workspace_ms, create_hook_ms, agent_ms, next_hook_ms, teardown_ms,
+// total_ms; and "usage", the agent CLI's own report in Anthropic's
+// fields). A non-streamed completion carries the "done" object too.
+//
+// Every SSE line is shorter than 64 KiB (MaxLine), the limit of clients
+// that read SSE with bufio.Scanner: long text and thinking are split
+// across chunks losslessly; a tool input, tool result or UI props too
+// large for one line is cut and the object gets "truncated": true (a cut
+// string ends with "…[truncated by agentbox: N bytes in all]"; a cut tool
+// input becomes a JSON string holding the start of the JSON).
+//
+// The delta.content texts of a stream concatenate to exactly the content
+// of the same run answered without streaming (after the last "reset", when
+// there is one). An idle stream gets an SSE comment every
+// Options.Heartbeat (15 s) to keep proxies from closing it.
+//
+// # Errors
+//
+// Errors use OpenAI's JSON, {"error": {"message", "type", "param",
+// "code"}}, and carry x-should-retry: false unless nothing ran (busy,
+// shutting down), so that SDKs never re-run an expensive agent job by
+// themselves. The status of each middleware.Kind:
+//
+//	kind            status  type                   code
+//	bad_request     400     invalid_request_error  invalid_request (413 request_too_large for the body cap)
+//	not_found       404     invalid_request_error  model_not_found (param "model")
+//	busy            409     conflict_error         chat_busy (x-should-retry: true)
+//	hook_rejected   422     invalid_request_error  rejected_by_hook
+//	config          500     server_error           assistant_misconfigured
+//	sandbox_start   500     server_error           sandbox_start_failed
+//	internal        500     server_error           internal_error
+//	agent           502     server_error           agent_failed
+//	unavailable     503     server_error           unavailable (x-should-retry: true)
+//	timeout         504     server_error           agent_timeout
+//	canceled        499     server_error           client_closed_request (nobody reads it)
+//
+// Busy is 409, not 429: the chat's workspace is held by another request
+// (a conflict on a resource), not a rate limit on the client.
+//
+// A streamed request that fails before its first event gets the status
+// above; once the stream started (the sandbox "ready" event is usually
+// the first), the error arrives as a data event {"error": {…}} and the
+// stream ends without [DONE]; both SDKs raise it as an error.
+//
+// Concurrency: a Server is safe for concurrent use.
+package openai

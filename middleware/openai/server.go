@@ -1,0 +1,230 @@
+package openai
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/middleware"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBodyBytes = 8 << 20
+	DefaultHeartbeat    = 15 * time.Second
+)
+
+// Options configure a Server. Handler is required.
+type Options struct {
+	// Handler answers the chat completions: the gateway's chain with the
+	// agentbox middleware in it.
+	Handler middleware.Handler
+	// Catalog lists the assistants for GET /v1/models (optional: without
+	// it the list is empty).
+	Catalog middleware.Catalog
+	// MaxBodyBytes caps a request body (default DefaultMaxBodyBytes); a
+	// larger body is answered with 413.
+	MaxBodyBytes int64
+	// Heartbeat is the idle time after which a stream gets an SSE comment
+	// to keep proxies from closing it (default DefaultHeartbeat; negative
+	// turns it off).
+	Heartbeat time.Duration
+	// OwnedBy is the owned_by of the listed models (default "agentbox").
+	OwnedBy string
+	// Logger receives one line per failed request (default: discarded).
+	Logger hclog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Server is the OpenAI-compatible HTTP adapter: an http.Handler serving
+// POST /v1/chat/completions, GET /v1/models and GET /v1/models/{id}. It is
+// safe for concurrent use.
+type Server struct {
+	opts Options
+	log  hclog.Logger
+	mux  *http.ServeMux
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns a Server.
+func New(opts Options) (*Server, error) {
+	if opts.Handler == nil {
+		return nil, errors.New("openai: Options.Handler is nil; pass the gateway's handler chain")
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.OwnedBy == "" {
+		opts.OwnedBy = "agentbox"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = hclog.NewNullLogger()
+	}
+	s.mux.HandleFunc("/v1/chat/completions", s.chatCompletions)
+	s.mux.HandleFunc("/v1/models", s.models)
+	s.mux.HandleFunc("/v1/models/{id}", s.models)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &middleware.Error{Kind: middleware.KindNotFound, Message: "no route for " + r.Method + " " + r.URL.Path +
+			"; this endpoint serves POST /v1/chat/completions and GET /v1/models"})
+	})
+	return s, nil
+}
+
+func (s *Server) now() time.Time { return s.opts.Now() }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// methodNotAllowed answers 405 in OpenAI's error shape.
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	w.Header().Set("Allow", allow)
+	code := "method_not_allowed"
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusMethodNotAllowed)
+	_ = json.NewEncoder(w).Encode(errorBody{Error: errorObject{
+		Message: r.Method + " is not allowed on " + r.URL.Path + "; use " + allow, Type: "invalid_request_error", Code: &code}})
+}
+
+// chatCompletions serves POST /v1/chat/completions.
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, r, http.MethodPost)
+		return
+	}
+	id := newID()
+	defer func() { _ = r.Body.Close() }()
+	w.Header().Set("x-request-id", id)
+	req, derr := s.decodeChat(w, r)
+	if derr != nil {
+		s.logFailure(id, derr)
+		if errors.Is(derr, errBodyTooLarge) {
+			s.writeStatus(w, http.StatusRequestEntityTooLarge, derr)
+			return
+		}
+		writeError(w, derr)
+		return
+	}
+	ctx := middleware.WithRequestID(r.Context(), id)
+	if req.Stream {
+		s.serveStream(ctx, w, req, id)
+		return
+	}
+	resp, err := s.opts.Handler.Handle(ctx, req, func(executor.Event) error { return ctx.Err() })
+	if err != nil {
+		e := clientError(err)
+		s.logFailure(id, e)
+		writeError(w, e)
+		return
+	}
+	out := completion{
+		ID: id, Object: "chat.completion", Created: s.now().Unix(), Model: req.Model,
+		Choices: []completionChoice{{Message: responseMessage{Role: "assistant", Content: resp.Content},
+			FinishReason: finishReason(resp.FinishReason)}},
+		Usage:    usageOf(resp.Usage),
+		Agentbox: doneExtension(resp),
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// serveStream answers a streamed request.
+func (s *Server) serveStream(ctx context.Context, w http.ResponseWriter, req *middleware.Request, id string) {
+	st := s.newStream(w, id, req.Model)
+	resp, err := s.opts.Handler.Handle(ctx, req, st.emit)
+	if err != nil {
+		e := clientError(err)
+		s.logFailure(id, e)
+		st.fail(e)
+		return
+	}
+	st.finish(resp, req.StreamOptions.IncludeUsage)
+}
+
+// clientError classifies err and adds the adapter's hints to messages
+// about the ids.
+func clientError(err error) *middleware.Error {
+	e := middleware.AsError(err)
+	if e.Kind == middleware.KindNotFound && e.Param == "" {
+		c := *e
+		c.Param = "model"
+		return &c
+	}
+	if e.Kind == middleware.KindBadRequest && (e.Param == "user" || e.Param == "chat") {
+		c := *e
+		c.Message += "; send the ids in the " + HeaderUser + " and " + HeaderChat + ` headers or as "user": "<user>:<chat>"`
+		return &c
+	}
+	return e
+}
+
+// writeStatus writes e with an explicit status (413).
+func (s *Server) writeStatus(w http.ResponseWriter, code int, e *middleware.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("x-should-retry", "false")
+	w.WriteHeader(code)
+	b := bodyOf(e)
+	c := "request_too_large"
+	b.Error.Code = &c
+	_ = json.NewEncoder(w).Encode(b)
+}
+
+func (s *Server) logFailure(id string, e *middleware.Error) {
+	s.log.Info("chat completion failed", "request", id, "kind", e.Kind, "status", statusOf(e).code, "error", e.Error())
+}
+
+// models serves GET /v1/models and GET /v1/models/{id}.
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		methodNotAllowed(w, r, http.MethodGet)
+		return
+	}
+	var list []*middleware.Assistant
+	if s.opts.Catalog != nil {
+		var err error
+		if list, err = s.opts.Catalog.List(r.Context()); err != nil {
+			writeError(w, middleware.Errorf(middleware.KindConfig, err, "the assistants cannot be listed; the gateway's log has the details"))
+			return
+		}
+	}
+	data := make([]model, 0, len(list))
+	for _, a := range list {
+		data = append(data, model{ID: a.ID, Object: "model", OwnedBy: s.opts.OwnedBy, Name: a.Name, Sandbox: a.Sandbox != nil})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	id := r.PathValue("id")
+	if id == "" {
+		_ = json.NewEncoder(w).Encode(modelList{Object: "list", Data: data})
+		return
+	}
+	for _, m := range data {
+		if m.ID == id {
+			_ = json.NewEncoder(w).Encode(m)
+			return
+		}
+	}
+	e := middleware.Errorf(middleware.KindNotFound, nil, "the model %q does not exist; GET /v1/models lists the assistants", id)
+	e.Param = "model"
+	writeError(w, e)
+}
+
+// newID returns a completion id like OpenAI's.
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "chatcmpl-" + hex.EncodeToString(b[:])
+}

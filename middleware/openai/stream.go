@@ -1,0 +1,364 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/middleware"
+)
+
+// MaxLine is the longest SSE line the adapter writes, newline included:
+// clients that read SSE with a bufio.Scanner (openai-go among them) fail on
+// a line of 64 KiB or more.
+const MaxLine = 64<<10 - 1
+
+// stream writes one request's events as SSE chunks. The status and headers
+// are sent with the first event, so a request that fails before its first
+// event still gets its error status; after that, errors travel as an
+// {"error": ...} event.
+type stream struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	s   *Server
+	id  string
+	mdl string
+	ts  int64
+	// textMax is the most raw bytes of text one chunk carries, so that the
+	// JSON-escaped line (at most 6 bytes per input byte) stays under
+	// MaxLine.
+	textMax int
+
+	mu       sync.Mutex
+	started  bool
+	failed   error
+	streamed strings.Builder
+	lastSend time.Time
+	stop     chan struct{}
+}
+
+func (s *Server) newStream(w http.ResponseWriter, id, mdl string) *stream {
+	st := &stream{w: w, rc: http.NewResponseController(w), s: s, id: id, mdl: mdl, ts: s.now().Unix(), stop: make(chan struct{})}
+	overhead := len(mdl) + len(id) + 512
+	st.textMax = (MaxLine - overhead) / 6
+	return st
+}
+
+// emit is the request's middleware.Emit: text goes to delta.content, every
+// other event to the agentbox extension.
+func (st *stream) emit(ev executor.Event) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if ev.Kind == executor.EventText {
+		if err := st.sendText(ev.Text); err != nil {
+			return err
+		}
+		return nil
+	}
+	return st.sendEvent(ev)
+}
+
+// sendText sends text as delta.content chunks split at rune boundaries.
+func (st *stream) sendText(text string) error {
+	for _, piece := range split(text, st.textMax) {
+		c := st.chunk()
+		c.Choices[0].Delta.Content = &piece
+		if err := st.write(c); err != nil {
+			return err
+		}
+		st.streamed.WriteString(piece)
+	}
+	return nil
+}
+
+// sendEvent sends a non-text event in the extension: texts (thinking,
+// retry, sandbox) split across chunks, large payloads truncated.
+func (st *stream) sendEvent(ev executor.Event) error {
+	if ev.Text != "" && ev.Tool == nil && ev.ToolResult == nil && ev.UI == nil && ev.Init == nil {
+		for _, piece := range split(ev.Text, st.textMax) {
+			c := st.chunk()
+			c.Agentbox = &extension{Kind: string(ev.Kind), Text: piece}
+			if err := st.write(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	c := st.chunk()
+	c.Agentbox = extensionOf(ev)
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("openai: encode %s event: %w", ev.Kind, err)
+	}
+	if len(b)+len("data: \n") > MaxLine {
+		c.Agentbox = truncate(ev, st.textMax)
+		if b, err = json.Marshal(c); err != nil {
+			return fmt.Errorf("openai: encode %s event: %w", ev.Kind, err)
+		}
+		if len(b)+len("data: \n") > MaxLine {
+			c.Agentbox = bare(ev)
+			if b, err = json.Marshal(c); err != nil {
+				return fmt.Errorf("openai: encode %s event: %w", ev.Kind, err)
+			}
+		}
+	}
+	return st.writeRaw(b)
+}
+
+// chunk is an empty chunk of this stream.
+func (st *stream) chunk() *chunk {
+	return &chunk{ID: st.id, Object: "chat.completion.chunk", Created: st.ts, Model: st.mdl,
+		Choices: []chunkChoice{{Delta: delta{}}}}
+}
+
+func (st *stream) write(c *chunk) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("openai: encode chunk: %w", err)
+	}
+	return st.writeRaw(b)
+}
+
+// writeRaw writes one data line, starting the stream first when needed.
+// Held: st.mu.
+func (st *stream) writeRaw(data []byte) error {
+	if st.failed != nil {
+		return st.failed
+	}
+	if !st.started {
+		if err := st.start(); err != nil {
+			return err
+		}
+	}
+	if err := st.line(data); err != nil {
+		st.failed = fmt.Errorf("openai: the client went away: %w", err)
+		return st.failed
+	}
+	return nil
+}
+
+// start sends the headers and the first chunk (the assistant role), and
+// starts the heartbeat. Held: st.mu.
+func (st *stream) start() error {
+	st.started = true
+	h := st.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	st.w.WriteHeader(http.StatusOK)
+	c := st.chunk()
+	c.Choices[0].Delta.Role = "assistant"
+	empty := ""
+	c.Choices[0].Delta.Content = &empty
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("openai: encode chunk: %w", err)
+	}
+	if err := st.line(b); err != nil {
+		st.failed = fmt.Errorf("openai: the client went away: %w", err)
+		return st.failed
+	}
+	if d := st.s.opts.Heartbeat; d > 0 {
+		go st.heartbeat(d)
+	}
+	return nil
+}
+
+// line writes "data: <b>\n\n" and flushes. Held: st.mu.
+func (st *stream) line(b []byte) error {
+	buf := make([]byte, 0, len(b)+8)
+	buf = append(buf, "data: "...)
+	buf = append(buf, b...)
+	buf = append(buf, "\n\n"...)
+	if _, err := st.w.Write(buf); err != nil {
+		return err
+	}
+	st.lastSend = st.s.now()
+	return st.rc.Flush()
+}
+
+// heartbeat writes an SSE comment when the stream was idle for d, so that
+// proxies do not close it while a container starts or a tool runs.
+func (st *stream) heartbeat(d time.Duration) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-st.stop:
+			return
+		case <-t.C:
+			st.mu.Lock()
+			if st.failed == nil && st.s.now().Sub(st.lastSend) >= d {
+				if _, err := st.w.Write([]byte(": keep-alive\n\n")); err == nil {
+					err = st.rc.Flush()
+					if err != nil {
+						st.failed = fmt.Errorf("openai: the client went away: %w", err)
+					}
+				} else {
+					st.failed = fmt.Errorf("openai: the client went away: %w", err)
+				}
+				st.lastSend = st.s.now()
+			}
+			st.mu.Unlock()
+		}
+	}
+}
+
+// finish ends a successful stream: the rest of the content when the
+// response's content extends what was streamed, or a reset and the whole
+// content when it does not; the finish chunk with the done extension; the
+// usage chunk when asked; [DONE].
+func (st *stream) finish(resp *middleware.Response, includeUsage bool) {
+	defer close(st.stop)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	streamed := st.streamed.String()
+	if rest, ok := strings.CutPrefix(resp.Content, streamed); ok {
+		if st.sendText(rest) != nil {
+			return
+		}
+	} else {
+		c := st.chunk()
+		c.Agentbox = &extension{Kind: kindReset}
+		if st.write(c) != nil || st.sendText(resp.Content) != nil {
+			return
+		}
+	}
+	c := st.chunk()
+	reason := finishReason(resp.FinishReason)
+	c.Choices[0].FinishReason = &reason
+	c.Agentbox = doneExtension(resp)
+	if st.write(c) != nil {
+		return
+	}
+	if includeUsage {
+		c := st.chunk()
+		c.Choices = []chunkChoice{}
+		c.Usage = usageOf(resp.Usage)
+		if st.write(c) != nil {
+			return
+		}
+	}
+	_ = st.line([]byte("[DONE]"))
+}
+
+// fail ends the stream with an error: its status when nothing was sent
+// yet, else an {"error": ...} event (which OpenAI's SDKs raise).
+func (st *stream) fail(e *middleware.Error) {
+	defer close(st.stop)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.started {
+		st.started = true
+		writeError(st.w, e)
+		return
+	}
+	if st.failed != nil {
+		return
+	}
+	b, err := json.Marshal(bodyOf(e))
+	if err != nil {
+		return
+	}
+	_ = st.line(b)
+}
+
+// split cuts s into pieces of at most max bytes at rune boundaries; "" has
+// no pieces.
+func split(s string, max int) []string {
+	var out []string
+	for len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		if cut == 0 {
+			cut = max
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	if s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+// truncateMarker ends a truncated string.
+const truncateMarker = "…[truncated by agentbox: %d bytes in all]"
+
+// cut returns s cut to at most max bytes at a rune boundary, with the
+// marker, and whether it cut.
+func cut(s string, max int) (string, bool) {
+	if len(s) <= max {
+		return s, false
+	}
+	p := split(s, max)[0]
+	return p + fmt.Sprintf(truncateMarker, len(s)), true
+}
+
+// truncate shortens ev's large payloads (tool input, tool result, UI
+// props, text) to about max bytes each, marking the cut.
+func truncate(ev executor.Event, max int) *extension {
+	ext := extensionOf(ev)
+	var cutAny bool
+	if ev.Text != "" {
+		var did bool
+		ext.Text, did = cut(ev.Text, max)
+		cutAny = cutAny || did
+	}
+	if ev.Tool != nil && len(ev.Tool.Input) > max {
+		tool := *ev.Tool
+		s, _ := cut(string(ev.Tool.Input), max)
+		// The input becomes a JSON string holding the start of the JSON.
+		tool.Input, _ = json.Marshal(s)
+		ext.Tool, cutAny = &tool, true
+	}
+	if ev.ToolResult != nil && len(ev.ToolResult.Content) > max {
+		tr := *ev.ToolResult
+		tr.Content, _ = cut(tr.Content, max)
+		ext.ToolResult, cutAny = &tr, true
+	}
+	if ev.UI != nil {
+		if b, err := json.Marshal(ev.UI.Props); err == nil && len(b) > max {
+			ui := *ev.UI
+			s, _ := cut(string(b), max)
+			ui.Props = map[string]any{"truncated": s}
+			ext.UI, cutAny = &ui, true
+		}
+	}
+	ext.Truncated = cutAny
+	return ext
+}
+
+// bare keeps only ev's kind and identifiers: the last resort when a
+// truncated event is still too long.
+func bare(ev executor.Event) *extension {
+	ext := &extension{Kind: string(ev.Kind), Truncated: true}
+	if ev.Tool != nil {
+		ext.Tool = &executor.ToolUse{ID: ev.Tool.ID, Name: ev.Tool.Name}
+	}
+	if ev.ToolResult != nil {
+		ext.ToolResult = &executor.ToolResult{ToolUseID: ev.ToolResult.ToolUseID, IsError: ev.ToolResult.IsError}
+	}
+	if ev.UI != nil {
+		ext.UI = &executor.UIMessage{ID: ev.UI.ID, Action: ev.UI.Action, Type: ev.UI.Type}
+	}
+	return ext
+}
+
+// finishReason maps the middleware's finish reasons to OpenAI's.
+func finishReason(r string) string {
+	switch r {
+	case executor.FinishMaxTurns:
+		return "length"
+	case "", executor.FinishStop, executor.FinishError:
+		return "stop"
+	}
+	return r
+}
