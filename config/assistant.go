@@ -46,21 +46,19 @@ type Prompt struct {
 	Name    string `json:"name,omitempty"`
 }
 
-// SystemPrompt joins the contents of the system prompts, separated by a
-// blank line.
+// SystemPrompt joins the trimmed contents of the system prompts,
+// separated by a blank line.
 func (a *Assistant) SystemPrompt() string {
 	var parts []string
 	for _, p := range a.Prompts {
-		if p.Role == "system" {
-			parts = append(parts, p.Content)
+		if c := strings.TrimSpace(p.Content); p.Role == "system" && c != "" {
+			parts = append(parts, c)
 		}
 	}
 	return strings.Join(parts, "\n\n")
 }
 
 var assistantIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-
-var packageKeys = []string{"name", "description", "connector", "sandbox", "mcp"}
 
 // loadAssistant reads assistants/<id>/. Errors go to ps; skill problems go
 // to the assistant's own list and never fail loading.
@@ -74,7 +72,7 @@ func loadAssistant(root, id string, connectors map[string]*Connector, opts *Load
 		d.errorf(nil, "", "rename the directory: letters, digits, _, . and -", "%q is not a valid assistant id", id)
 	}
 	a.MCPServers = loadMCPServers(root, relDir+"/mcps", opts, local)
-	if n := readJSONC(d, filepath.Join(a.Dir, "package.yao")); n != nil && d.object(n, "", packageKeys) {
+	if n := readJSONC(d, filepath.Join(a.Dir, "package.yao")); n != nil && d.object(n, "", fieldKeys(packageFields)) {
 		decodePackage(d, n, a, connectors, opts)
 	}
 	a.Prompts = loadPrompts(root, relDir+"/prompts.yml", local)
@@ -185,7 +183,7 @@ func loadPrompts(root, rel string, ps *problems) []Prompt {
 	var out []Prompt
 	for i, it := range n.items {
 		p := indexPath("", i)
-		if !d.object(it, p, []string{"role", "content", "name"}) {
+		if !d.object(it, p, fieldKeys(promptFields)) {
 			continue
 		}
 		var pr Prompt

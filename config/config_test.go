@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,3 +84,5 @@ func golden(t *testing.T, name, got string) {
 	require.NoError(t, err, "missing golden file; run go test ./config/... -update")
 	assert.Equal(t, string(want), got, "golden %s differs; review and run with -update", path)
 }
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -108,7 +108,7 @@ func loadConnectors(root string, opts *LoadOptions, ps *problems) map[string]*Co
 func loadConnector(root, rel, id string, opts *LoadOptions, ps *problems) *Connector {
 	d := newDecoder(rel, ps)
 	n := readJSONC(d, filepath.Join(root, filepath.FromSlash(rel)))
-	if n == nil || !d.object(n, "", []string{"label", "type", "options"}) {
+	if n == nil || !d.object(n, "", connectorKeys("")) {
 		return nil
 	}
 	c := &Connector{ID: id, File: rel}
@@ -126,7 +126,7 @@ func loadConnector(root, rel, id string, opts *LoadOptions, ps *problems) *Conne
 		d.errorf(n, "options", `add "options": {"model": "...", "key": "$ENV.NAME"}`, "missing")
 		return c
 	}
-	if !d.object(o, "options", []string{"host", "model", "key"}) {
+	if !d.object(o, "options", connectorKeys("options.")) {
 		return c
 	}
 	if v := o.get("host"); v != nil {
@@ -211,4 +211,21 @@ func pathErr(err error) string {
 		return pe.Err.Error()
 	}
 	return err.Error()
+}
+
+// connectorKeys lists the keys of connectorFields under prefix ("" for
+// the top level, where "options" stands for its members).
+func connectorKeys(prefix string) []string {
+	var keys []string
+	for _, k := range fieldKeys(connectorFields) {
+		switch {
+		case prefix == "" && strings.HasPrefix(k, "options."):
+			if !contains(keys, "options") {
+				keys = append(keys, "options")
+			}
+		case prefix == "" || strings.HasPrefix(k, prefix):
+			keys = append(keys, strings.TrimPrefix(k, prefix))
+		}
+	}
+	return keys
 }

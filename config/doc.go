@@ -1,9 +1,26 @@
 // Package config loads a gateway's assistants and connectors directories:
 // assistants/<id>/package.yao (JSONC) with its sandbox block, prompts.yml,
-// mcps/, src/index.ts|js and skills/<name>/SKILL.md, and
-// connectors/**/<name>.conn.yao. Decoding is strict, every problem is
-// reported at once with file:line:col, and defaults are applied in one place.
+// mcps/<server_id>.mcp.yao, src/index.ts|js and skills/<name>/SKILL.md,
+// and connectors/**/<name>.conn.yao. REFERENCE.md, generated from the
+// option tables in this package, documents every key.
 //
-// Concurrency: loading is a pure function of the directory tree; the loaded
-// values are immutable after Load returns and safe to share.
+// Decoding is strict (an unknown key is an error, with "did you mean"),
+// and Load reports every problem at once as a *Error whose Problems carry
+// file:line:col, the key path and a hint. Skill problems never fail Load:
+// they are listed in Gateway.Problems, and a skill Claude Code would
+// refuse is left out. Defaults are applied in one place (applyDefaults)
+// and are visible in the loaded Sandbox.
+//
+// Entry points: Load and LoadAssistant; Sandbox.Spec and
+// Sandbox.ConfigHash for the executor; Assistant.MCPConfig (with
+// HelperRelay), Assistant.MCPAllowedTools and Assistant.SystemPrompt for
+// the runners. Connector keys are Secrets that print redacted.
+//
+// config imports only the standard library and the JSONC and YAML
+// libraries; SpecValues mirrors executor.Spec field by field instead of
+// importing it.
+//
+// Concurrency: loading is a pure function of the directory tree and
+// LoadOptions; it starts no goroutines. The loaded values are not mutated
+// after Load returns and are safe to read from many goroutines.
 package config

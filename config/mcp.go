@@ -84,7 +84,7 @@ func loadMCPServers(root, relDir string, opts *LoadOptions, ps *problems) map[st
 
 func decodeMCPServer(d *decoder, root, rel, id string, opts *LoadOptions) *MCPServer {
 	n := readJSONC(d, filepath.Join(root, filepath.FromSlash(rel)))
-	if n == nil || !d.object(n, "", []string{"label", "description", "transport", "command", "args", "env", "url", "headers"}) {
+	if n == nil || !d.object(n, "", fieldKeys(mcpServerFields)) {
 		return nil
 	}
 	s := &MCPServer{ID: id, File: rel}
@@ -236,7 +236,7 @@ func HelperRelay(s MCPServer) MCPServer {
 type mcpJSONServer struct {
 	Type    string            `json:"type,omitempty"`
 	Command string            `json:"command,omitempty"`
-	Args    []string          `json:"args"`
+	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
@@ -261,11 +261,7 @@ func (a *Assistant) MCPConfig(transform MCPTransform) ([]byte, error) {
 		case TransportHTTP:
 			servers[u.ServerID] = mcpJSONServer{Type: "http", URL: s.URL, Headers: s.Headers}
 		default:
-			args := s.Args
-			if args == nil {
-				args = []string{}
-			}
-			servers[u.ServerID] = mcpJSONServer{Command: s.Command, Args: args, Env: s.Env}
+			servers[u.ServerID] = mcpJSONServer{Command: s.Command, Args: s.Args, Env: s.Env}
 		}
 	}
 	return json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")

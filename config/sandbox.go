@@ -87,3 +87,31 @@ func (s *Sandbox) ConfigHash() string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// MarshalJSON renders durations as Go duration strings ("10m0s") so that
+// the loaded value reads like the file.
+func (s *Sandbox) MarshalJSON() ([]byte, error) {
+	type plain Sandbox
+	return json.Marshal(struct {
+		*plain
+		Timeout      string `json:"timeout"`
+		IdleTTL      string `json:"idle_ttl,omitempty"`
+		HookTimeout  string `json:"hook_timeout"`
+		StallTimeout string `json:"stall_timeout"`
+		LeaseWait    string `json:"lease_wait"`
+	}{
+		plain:        (*plain)(s),
+		Timeout:      s.Timeout.String(),
+		IdleTTL:      durationOrEmpty(s.IdleTTL),
+		HookTimeout:  s.HookTimeout.String(),
+		StallTimeout: s.StallTimeout.String(),
+		LeaseWait:    s.LeaseWait.String(),
+	})
+}
+
+func durationOrEmpty(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
