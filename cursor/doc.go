@@ -71,7 +71,9 @@
 //   - assistant -> EventText, deduplicated: with --stream-partial-output the
 //     CLI emits token deltas and then the same text again as a consolidated
 //     message (with model_call_id, or without timestamp_ms); only text not
-//     yet emitted becomes an event
+//     yet emitted becomes an event. Messages that a tool call (or another
+//     message) separates get a "\n\n" text event between them, as in
+//     package claude; Cursor's own result text joins them without one
 //   - tool_call/started -> EventToolUse, with Cursor's typed payloads named
 //     as Claude names the equivalent tool (readToolCall=Read,
 //     writeToolCall=Write, editToolCall=Edit, shellToolCall=Bash, ...; MCP
@@ -80,7 +82,8 @@
 //     not a success or a shell command exited non-zero
 //   - result -> the Completion (duration_ms, is_error, session_id); with
 //     is_error its result text is the error message, otherwise text the
-//     stream did not carry is emitted so that Content matches it
+//     stream did not carry is emitted so that Content (less separators)
+//     matches it
 //
 // A stream that ends without a result is a failure (ErrNoResult), as
 // Cursor documents for failed runs. Unknown event types and fields are

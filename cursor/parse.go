@@ -62,14 +62,22 @@ type parser struct {
 	done    bool            // the result event was seen
 	started map[string]bool // tool call ids already emitted as EventToolUse
 
-	// Text bookkeeping (see assistant): all text emitted, text emitted
-	// since the last tool call, and text emitted as deltas since the last
+	// Text bookkeeping (see assistant): all text emitted (Content, with
+	// separators), the CLI's own text (without them), text emitted since
+	// the last tool call, and text emitted as deltas since the last
 	// consolidated message.
 	emitted strings.Builder
+	raw     strings.Builder
 	segment strings.Builder
 	pending strings.Builder
-	deltas  int // deltas in pending
+	deltas  int  // deltas in pending
+	sep     bool // a separator goes before the next text
 }
+
+// textSeparator goes between assistant messages that a tool call or
+// another message separates; Cursor's own result text joins them without
+// one. It is emitted as a text event of its own, as package claude does.
+const textSeparator = "\n\n"
 
 // hclogger is the part of hclog.Logger the parser uses.
 type hclogger interface {
@@ -165,7 +173,7 @@ func (p *parser) assistant(v gjson.Result) error {
 		p.deltas++
 		return p.text(text)
 	}
-	pending, segment, emitted := p.pending.String(), p.segment.String(), p.emitted.String()
+	pending, segment, emitted := p.pending.String(), p.segment.String(), p.raw.String()
 	p.pending.Reset()
 	p.deltas = 0
 	switch {
@@ -180,15 +188,25 @@ func (p *parser) assistant(v gjson.Result) error {
 	case emitted != "" && strings.HasPrefix(text, emitted):
 		return p.text(text[len(emitted):])
 	default:
+		p.sep = p.sep || segment != "" // a new whole message
 		return p.text(text)
 	}
 }
 
-// text emits a text event and records it.
+// text emits a text event and records it, preceded by a pending
+// separator.
 func (p *parser) text(t string) error {
 	if t == "" {
 		return nil
 	}
+	if p.sep && p.emitted.Len() > 0 {
+		p.emitted.WriteString(textSeparator)
+		if err := p.emit(executor.Event{Kind: executor.EventText, Text: textSeparator}); err != nil {
+			return err
+		}
+	}
+	p.sep = false
+	p.raw.WriteString(t)
 	p.emitted.WriteString(t)
 	p.segment.WriteString(t)
 	return p.emit(executor.Event{Kind: executor.EventText, Text: t})
@@ -207,6 +225,7 @@ func (p *parser) toolCall(v gjson.Result) error {
 	p.segment.Reset()
 	p.pending.Reset()
 	p.deltas = 0
+	p.sep = true
 	switch sub := v.Get("subtype").String(); sub {
 	case "started":
 		return p.toolUse(id, call)
@@ -258,7 +277,7 @@ func (p *parser) result(v gjson.Result) error {
 		c.Errors = append(c.Errors, res)
 	} else {
 		c.FinishReason = executor.FinishStop
-		emitted := p.emitted.String()
+		emitted := p.raw.String()
 		if rest, ok := strings.CutPrefix(res, emitted); ok && rest != "" {
 			if err := p.text(rest); err != nil {
 				return err

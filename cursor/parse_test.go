@@ -73,9 +73,10 @@ func TestParseGolden(t *testing.T) {
 
 // TestParseInvariants checks properties every transcript must have,
 // independently of the golden files: Content is the concatenation of the
-// text events, a successful result's text equals Content (Cursor documents
-// result as the concatenation of all text), every tool result answers an
-// earlier tool use, and a stream without a result fails.
+// text events, a successful result's text equals that text without the
+// separators the parser adds between messages (Cursor documents result as
+// the concatenation of all text), every tool result answers an earlier
+// tool use, and a stream without a result fails.
 func TestParseInvariants(t *testing.T) {
 	paths, err := filepath.Glob("testdata/*.jsonl")
 	require.NoError(t, err)
@@ -84,13 +85,16 @@ func TestParseInvariants(t *testing.T) {
 			raw, err := os.ReadFile(path)
 			require.NoError(t, err)
 			g := parseFile(t, path)
-			var text strings.Builder
+			var text, own strings.Builder // own: without the separators
 			used := map[string]bool{}
 			for _, e := range g.Events {
 				switch e.Kind {
 				case executor.EventText:
 					assert.NotEmpty(t, e.Text, "empty text event")
 					text.WriteString(e.Text)
+					if e.Text != textSeparator {
+						own.WriteString(e.Text)
+					}
 				case executor.EventToolUse:
 					assert.False(t, used[e.Tool.ID], "tool use %s emitted twice", e.Tool.ID)
 					used[e.Tool.ID] = true
@@ -115,7 +119,7 @@ func TestParseInvariants(t *testing.T) {
 				assert.Empty(t, g.Error)
 				assert.False(t, g.Completion.IsError)
 				assert.Equal(t, executor.FinishStop, g.Completion.FinishReason)
-				assert.Equal(t, result.Get("result").String(), g.Completion.Content, "content must equal the result's text")
+				assert.Equal(t, result.Get("result").String(), own.String(), "the CLI's text must equal the result's text")
 				assert.Equal(t, result.Get("duration_ms").Int(), g.Completion.Duration.Milliseconds())
 				assert.Equal(t, result.Get("session_id").String(), g.Completion.SessionID)
 			}
