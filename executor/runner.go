@@ -32,7 +32,10 @@ type RunRequest struct {
 	// container (the helper's forwarder, e.g. http://127.0.0.1:7000).
 	ModelBaseURL string
 	// APIKey is the per-request token the model proxy accepts; never the
-	// connector's real key.
+	// connector's real key, except for a runner whose CLI cannot use the
+	// model proxy (cursor: cursor-agent talks only to Cursor's service), which
+	// gets the connector's key and keeps it in the CLI's process env (see
+	// package cursor).
 	APIKey string
 	// MCPConfig is the content of the MCP configuration, or nil for none.
 	MCPConfig []byte
