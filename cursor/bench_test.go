@@ -3,6 +3,7 @@ package cursor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -52,7 +53,7 @@ func BenchmarkParse(b *testing.B) {
 			for b.Loop() {
 				r := jsonl.NewReader(bytes.NewReader(input), 0)
 				for {
-					if _, err := r.ReadLine(); err == io.EOF {
+					if _, err := r.ReadLine(); errors.Is(err, io.EOF) {
 						break
 					}
 				}
