@@ -283,3 +283,47 @@ func TestNewValidates(t *testing.T) {
 		})
 	}
 }
+
+// zeros is an endless-ish body that counts what was read from it.
+type zeros struct {
+	left int64
+	read atomic.Int64
+}
+
+func (z *zeros) Read(p []byte) (int, error) {
+	if z.left <= 0 {
+		return 0, io.EOF
+	}
+	n := int64(len(p))
+	n = min(n, z.left)
+	clear(p[:n])
+	z.left -= n
+	z.read.Add(n)
+	return int(n), nil
+}
+
+// TestOversizedBodyRefusedAtCap: a 300 MB chunked body (no length, no
+// newline) sent to model.sock gets 413 after the proxy read about the cap,
+// never the whole body, and nothing reaches upstream.
+func TestOversizedBodyRefusedAtCap(t *testing.T) {
+	up := newUpstream(t)
+	const capBytes = 1 << 20
+	p := newProxy(t, up.URL, func(o *Options) { o.MaxRequestBytes = capBytes })
+	c := serveUnix(t, p)
+	body := &zeros{left: 300_000_000}
+	req, err := http.NewRequest(http.MethodPost, "http://sandbox/v1/messages", io.NopCloser(body))
+	require.NoError(t, err)
+	req.Header.Set("X-Api-Key", testToken)
+	resp, err := c.Do(req)
+	if err == nil {
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+		assert.Equal(t, "request_too_large", gjson.GetBytes(b, "error.type").String())
+	} else {
+		t.Logf("client saw the connection close instead of the 413: %v", err)
+	}
+	assert.Less(t, body.read.Load(), int64(16<<20), "the client could not push the whole 300 MB")
+	assert.Zero(t, up.hits.Load())
+	t.Logf("sender pushed %d bytes before the refusal", body.read.Load())
+}
