@@ -18,10 +18,10 @@ func TestLoadFixture(t *testing.T) {
 	g, err := Load("testdata/gateway", testOptions())
 	require.NoError(t, err)
 
-	golden(t, "gateway/problems.golden", render(g, nil))
+	golden(t, "fixture/problems.golden", render(g, nil))
 	b, err := json.MarshalIndent(g.Assistants, "", "  ")
 	require.NoError(t, err)
-	golden(t, "gateway/assistants.golden.json", string(b)+"\n")
+	golden(t, "fixture/assistants.golden.json", string(b)+"\n")
 
 	require.Len(t, g.Connectors, 3)
 	ds := g.Connectors["deepseek.v3"]
@@ -85,12 +85,12 @@ func TestMCPConfig(t *testing.T) {
 
 	direct, err := coder.MCPConfig(nil)
 	require.NoError(t, err)
-	golden(t, "gateway/mcp.direct.golden.json", string(direct)+"\n")
+	golden(t, "fixture/mcp.direct.golden.json", string(direct)+"\n")
 	assert.Contains(t, string(direct), "Bearer search", "without a transform, resolved secrets are in the output")
 
 	relayed, err := coder.MCPConfig(HelperRelay)
 	require.NoError(t, err)
-	golden(t, "gateway/mcp.relay.golden.json", string(relayed)+"\n")
+	golden(t, "fixture/mcp.relay.golden.json", string(relayed)+"\n")
 	var parsed struct {
 		MCPServers map[string]struct {
 			Command string            `json:"command"`

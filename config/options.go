@@ -61,7 +61,7 @@ const (
 type argType string
 
 const (
-	argInt     argType = "integer > 0"
+	argInt     argType = "integer"
 	argString  argType = "string"
 	argBool    argType = "boolean"
 	argStrings argType = "array of strings"
@@ -73,7 +73,9 @@ type argument struct {
 	Name string
 	Type argType
 	Enum []string
-	Doc  string
+	// Min and Max bound an integer argument.
+	Min, Max int64
+	Doc      string
 }
 
 // command is one agent CLI and the rules its assistants follow.
@@ -102,8 +104,9 @@ var commands = []command{
 		Doc:            "Claude Code (`claude -p`); the model is reached through the gateway's model proxy, so network \"none\" works.",
 		ConnectorTypes: []string{ConnectorAnthropic, ConnectorOpenAI},
 		Arguments: []argument{
-			{Name: "max_turns", Type: argInt, Doc: "stop the agent after this many turns (`--max-turns`); the run then finishes with reason length"},
-			{Name: "permission_mode", Type: argEnum, Enum: []string{"default", "acceptEdits", "bypassPermissions", "dontAsk", "plan"}, Doc: "`--permission-mode`; headless runs need acceptEdits or bypassPermissions to write files or run commands"},
+			{Name: "max_turns", Type: argInt, Min: 1, Max: 1000, Doc: "stop the agent after this many turns (`--max-turns`); the run then finishes with reason length (runner default 50)"},
+			{Name: "max_retries", Type: argInt, Min: 0, Max: 5, Doc: "the CLI's own retries of a failed model call (`CLAUDE_CODE_MAX_RETRIES`, runner default 2)"},
+			{Name: "permission_mode", Type: argEnum, Enum: []string{"default", "acceptEdits", "bypassPermissions", "dontAsk", "plan"}, Doc: "`--permission-mode` (runner default acceptEdits); headless runs need acceptEdits or bypassPermissions to write files"},
 			{Name: "allowed_tools", Type: argStrings, Doc: "tools allowed without asking (`--allowedTools`), e.g. [\"Bash(git:*)\", \"Read\"]; MCP tools from mcp.servers are added"},
 			{Name: "disallowed_tools", Type: argStrings, Doc: "tools the agent may not use (`--disallowedTools`)"},
 		},
@@ -501,12 +504,12 @@ func (s *sandboxDecoder) unknownArgument(name string, n *node, path string) {
 func (s *sandboxDecoder) argumentValue(a *argument, n *node, path string) (any, bool) {
 	switch a.Type {
 	case argInt:
-		v, ok := s.integer(n, path, "20")
-		if ok && v <= 0 {
-			s.errorf(n, path, "use a whole number above 0, e.g. 20", "%d is not a positive integer", v)
+		v, ok := s.integer(n, path, strconv.FormatInt(max(a.Min, min(a.Max, 20)), 10))
+		if ok && (v < a.Min || v > a.Max) {
+			s.errorf(n, path, fmt.Sprintf("use a whole number from %d to %d", a.Min, a.Max), "%d is out of range", v)
 			return nil, false
 		}
-		return int(min(v, math.MaxInt32)), ok
+		return int(v), ok
 	case argString:
 		return s.str(n, path, `"name"`)
 	case argBool:

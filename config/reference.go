@@ -95,8 +95,11 @@ func reference() string {
 		w("\n| argument | type | meaning |\n|---|---|---|\n")
 		for _, a := range c.Arguments {
 			t := string(a.Type)
-			if a.Type == argEnum {
+			switch a.Type {
+			case argEnum:
 				t += " " + quoteList(a.Enum)
+			case argInt:
+				t += fmt.Sprintf(" %d to %d", a.Min, a.Max)
 			}
 			w("| `%s` | %s | %s |\n", a.Name, cell(t), cell(a.Doc))
 		}
