@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"net/url"
@@ -195,7 +196,7 @@ func readJSONC(d *decoder, file string) *node {
 		d.errorf(nil, "", "check that the file exists and is readable", "cannot read: %s", pathErr(err))
 		return nil
 	}
-	n, perr := parseJSONC(src)
+	n, perr := parseJSONC(bytes.TrimPrefix(src, []byte("\xef\xbb\xbf")))
 	if perr != nil {
 		d.syntax(perr, "malformed JSONC")
 		return nil

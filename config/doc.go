@@ -13,8 +13,9 @@
 //
 // Entry points: Load and LoadAssistant; Sandbox.Spec and
 // Sandbox.ConfigHash for the executor; Assistant.MCPConfig (with
-// HelperRelay), Assistant.MCPAllowedTools and Assistant.SystemPrompt for
-// the runners. Connector keys are Secrets that print redacted.
+// HelperRelay), Assistant.MCPAllowedTools, Assistant.SystemPrompt and
+// Assistant.SkillFiles (regular files only, bounded) for the runners and
+// the workspace. Connector keys are Secrets that print redacted.
 //
 // config imports only the standard library and the JSONC and YAML
 // libraries; SpecValues mirrors executor.Spec field by field instead of

@@ -181,8 +181,9 @@ type option struct {
 // sandboxOptions is the one table of sandbox options: decoding and
 // REFERENCE.md both come from it.
 var sandboxOptions = []option{
-	{Key: "command", Type: "string", Default: "(required)", Doc: "agent CLI: " + quoteList(commandNames()),
-		decode: func(s *sandboxDecoder, n *node, path string) {}}, // decoded first, see decodeSandbox
+	// command has no decode func: decodeSandbox reads it first, since the
+	// arguments depend on it.
+	{Key: "command", Type: "string", Default: "(required)", Doc: "agent CLI: " + quoteList(commandNames())},
 	{Key: "image", Type: "string", Default: "per command (see Commands)", Doc: "Docker image with the agent CLI; it is never pulled by agentbox",
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			if v, ok := s.str(n, path, `"agentbox/sandbox-claude:latest"`); ok {
@@ -355,7 +356,7 @@ func decodeSandbox(d *decoder, n *node, opts *LoadOptions) *Sandbox {
 		s.cmd = lookupCommand(v)
 	}
 	for _, o := range sandboxOptions {
-		if v := s.nodes[o.Key]; v != nil && o.Key != "command" {
+		if v := s.nodes[o.Key]; v != nil && o.decode != nil {
 			o.decode(s, v, joinPath(path, o.Key))
 		}
 	}

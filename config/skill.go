@@ -2,7 +2,11 @@ package config
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -160,6 +164,7 @@ func loadSkill(root, relDir, dirName string, ps *problems) (Skill, bool) {
 	if v := n.get("allowed-tools"); v != nil {
 		s.AllowedTools = allowedTools(d, v)
 	}
+	warnSkillLinks(d, relDir, dir)
 	for _, sub := range []struct {
 		name string
 		ptr  *bool
@@ -271,4 +276,77 @@ func splitTools(s string) []string {
 		out = append(out, s[start:])
 	}
 	return out
+}
+
+// Bounds of SkillFiles: skills are copied into every workspace.
+const (
+	maxSkillFiles      = 1000
+	maxSkillFilesBytes = 32 << 20
+)
+
+// ErrSkillsTooLarge is returned by SkillFiles past its bounds.
+var ErrSkillsTooLarge = errors.New("skills too large")
+
+// walkSkill visits the regular files below a skill directory and reports
+// every other entry (symlink, device, socket, FIFO) to skipped. It never
+// follows a symlink: a link could copy host files into a sandbox.
+func walkSkill(dir string, file func(rel, path string, size int64) error, skipped func(rel string)) error {
+	return filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		switch {
+		case e.IsDir():
+			return nil
+		case !e.Type().IsRegular():
+			if skipped != nil {
+				skipped(rel)
+			}
+			return nil
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		return file(rel, p, info.Size())
+	})
+}
+
+// SkillFiles returns the files of the assistant's skills by relative name
+// prefix/<skill>/<path> (prefix ".claude/skills" for Claude Code), for
+// the middleware to place in the workspace. Only regular files are read;
+// symlinks and special files are skipped (Load warns about them). More
+// than 1000 files or 32 MiB in all is an error wrapping ErrSkillsTooLarge.
+func (a *Assistant) SkillFiles(prefix string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	var total int64
+	for _, s := range a.Skills {
+		err := walkSkill(s.Dir, func(rel, p string, size int64) error {
+			total += size
+			if len(out) >= maxSkillFiles || total > maxSkillFilesBytes {
+				return fmt.Errorf("%w: assistant %q has more than %d files or %d MiB of skills; trim skills/",
+					ErrSkillsTooLarge, a.ID, maxSkillFiles, maxSkillFilesBytes>>20)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return fmt.Errorf("read skill %s: %w", s.Name, err)
+			}
+			out[path.Join(prefix, s.Name, rel)] = b
+			return nil
+		}, nil)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// warnSkillLinks reports entries of a skill that SkillFiles skips.
+func warnSkillLinks(d *decoder, relDir, dir string) {
+	_ = walkSkill(dir, func(string, string, int64) error { return nil }, func(rel string) {
+		d.ps.add(Problem{File: relDir + "/" + rel, Message: "not a regular file (symlink or special file); it is not copied into the sandbox",
+			Hint: "replace it with a regular file", Severity: SeverityWarning})
+	})
 }
