@@ -220,8 +220,11 @@ func (c *Client) kill(id string) {
 
 // Exec runs cmd through the helper and waits for it, streaming its output
 // to cmd.Stdout and cmd.Stderr as it arrives. Cancelling ctx kills the
-// command's process group; Exec then returns once the helper reported the
-// command ended (or after a grace), with an error wrapping ctx.Err().
+// command's process group (and processes that left it but carry its
+// ExecIDEnv); Exec then returns once the helper reported the command ended
+// (or after a grace), with an error wrapping ctx.Err(). As with os/exec, a
+// cmd.Stdin that blocks in Read keeps its copying goroutine until it
+// returns; Exec does not wait for it.
 func (c *Client) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
 	res := executor.ExecResult{ExitCode: -1, Path: "helper"}
 	if cmd == nil || len(cmd.Args) == 0 {
@@ -237,6 +240,9 @@ func (c *Client) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecResu
 	maxOut := cmd.MaxOutput
 	if maxOut == 0 {
 		maxOut = DefaultMaxOutput
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("helper: exec %q: %w", cmd.Args[0], err)
 	}
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()

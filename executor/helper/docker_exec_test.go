@@ -29,7 +29,7 @@ func TestDockerExecThroughHelper(t *testing.T) {
 
 // TestDockerCancelKillsProcessGroup: `sleep 1000 & sleep 1000; wait`
 // cancelled after 100 ms leaves no process of it (checked with ps inside
-// the container).
+// the container), nor does a `setsid sleep` that left the group.
 func TestDockerCancelKillsProcessGroup(t *testing.T) {
 	sb := startSandbox(t, sandboxOpts{})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -40,6 +40,13 @@ func TestDockerCancelKillsProcessGroup(t *testing.T) {
 	t.Logf("Exec returned %s after start", time.Since(start))
 	ps := sb.dockerExec(t, "ps", "-o", "pid,args")
 	assert.NotContains(t, ps, "sleep 1000", "ps inside the container:\n%s", ps)
+
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	_, err = sb.client.Exec(ctx2, &executor.Cmd{Args: []string{"sh", "-c", "setsid sleep 1001 & sleep 1000; wait"}})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	ps = sb.dockerExec(t, "ps", "-o", "pid,args")
+	assert.NotContains(t, ps, "sleep 100", "ps inside the container:\n%s", ps)
 	// The helper still serves.
 	var out bytes.Buffer
 	_, err = sb.client.Exec(context.Background(), &executor.Cmd{Args: []string{"echo", "alive"}, Stdout: &out})

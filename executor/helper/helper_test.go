@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -104,7 +107,8 @@ func TestExecCancelKillsGroup(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = pw.Close(); _ = pr.Close() }()
 	_, err = c.Exec(ctx, &executor.Cmd{
-		Args:  []string{"sh", "-c", "sleep 1000 & echo $! > " + pidFile + "; echo $$ >> " + pidFile + "; sleep 1000; wait"},
+		Args: []string{"sh", "-c", "sleep 1000 & echo $! > " + pidFile + "; setsid sleep 1001 & echo $! >> " + pidFile +
+			"; echo $$ >> " + pidFile + "; sleep 1000; wait"},
 		Stdin: pr,
 	})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -167,4 +171,52 @@ func processGone(pid int) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+// TestModelForwarderSurvivesHostRestart: the helper dials model.sock per
+// connection, so a host listener closed and opened again is picked up.
+func TestModelForwarderSurvivesHostRestart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	_, dir := startLocal(t, ServerOptions{ModelPort: port})
+
+	serveOnce := func(answer string) net.Listener {
+		ln, err := ListenHostSocket(dir, ModelSocket, -1, -1)
+		require.NoError(t, err)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, answer)
+				_ = c.Close()
+			}
+		}()
+		return ln
+	}
+	get := func() string {
+		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		require.NoError(t, err)
+		defer func() { _ = c.Close() }()
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	ln := serveOnce("first")
+	assert.Equal(t, "first", get())
+	require.NoError(t, ln.Close())
+	assert.Empty(t, get(), "no host listener: the connection is closed")
+	ln = serveOnce("second")
+	defer func() { _ = ln.Close() }()
+	assert.Equal(t, "second", get())
+}
+
+func TestExecCanceledBeforeStart(t *testing.T) {
+	c, _ := startLocal(t, ServerOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := c.Exec(ctx, &executor.Cmd{Args: []string{"true"}})
+	require.ErrorIs(t, err, context.Canceled)
 }

@@ -2,6 +2,7 @@ package helper
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -209,8 +210,9 @@ func (s *Server) sendExit(w io.Writer, st exitStatus) {
 
 // proc is one running command.
 type proc struct {
-	pgid  int
-	grace time.Duration
+	pgid   int
+	grace  time.Duration
+	marker []byte // ExecIDEnv=id
 
 	once   sync.Once
 	reason string // set once by kill
@@ -228,8 +230,48 @@ func (p *proc) kill(reason string) {
 	p.once.Do(func() {
 		p.setReason(reason)
 		p.signalGroup(syscall.SIGTERM)
-		time.AfterFunc(p.grace, func() { p.signalGroup(syscall.SIGKILL) })
+		sweep(p.marker, syscall.SIGTERM)
+		time.AfterFunc(p.grace, func() {
+			p.signalGroup(syscall.SIGKILL)
+			sweep(p.marker, syscall.SIGKILL)
+		})
 	})
+}
+
+// ExecIDEnv names the variable every command (and so every process it
+// starts, unless it scrubs its environment) carries with its command id;
+// killing a command also kills the processes that left its process group
+// (setsid) but still carry the id.
+const ExecIDEnv = "AGENTBOX_EXEC_ID"
+
+// sweep sends sig to every process, other than the helper, whose
+// environment holds marker. It reads /proc; processes of other users are
+// unreadable and skipped (the helper's commands run as its own user).
+func sweep(marker []byte, sig syscall.Signal) {
+	if len(marker) == 0 {
+		return
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	self := os.Getpid()
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for kv := range bytes.SplitSeq(env, []byte{0}) {
+			if bytes.Equal(kv, marker) {
+				_ = syscall.Kill(pid, sig)
+				break
+			}
+		}
+	}
 }
 
 // setReason records why the command is being killed, unless a reason is
@@ -263,7 +305,8 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
 		dir = s.opts.Workdir
 	}
 	cmd := exec.Command(req.Args[0], req.Args[1:]...)
-	cmd.Env = append(os.Environ(), req.Env...)
+	marker := ExecIDEnv + "=" + req.ID
+	cmd.Env = append(append(os.Environ(), req.Env...), marker)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
@@ -314,7 +357,7 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
 		fail(kind, err.Error())
 		return
 	}
-	p := &proc{pgid: cmd.Process.Pid, grace: s.opts.KillGrace}
+	p := &proc{pgid: cmd.Process.Pid, grace: s.opts.KillGrace, marker: []byte(marker)}
 	s.procs[req.ID] = p
 	s.mu.Unlock()
 	defer func() {
@@ -416,8 +459,12 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
 
 	waitErr := cmd.Wait()
 	close(exited)
-	// Whatever the command left running in its group does not outlive it.
+	// Whatever the command left running in its group does not outlive it;
+	// a killed command's escapees (setsid) are swept once more.
 	p.signalGroup(syscall.SIGKILL)
+	if p.killReason() != "" {
+		sweep(p.marker, syscall.SIGKILL)
+	}
 	dl := time.Now().Add(drainWait)
 	_ = outR.SetReadDeadline(dl)
 	_ = errR.SetReadDeadline(dl)
