@@ -30,6 +30,19 @@
 // exits at it even when the host is gone; as the container's main process
 // its exit ends the container, which AutoRemove then deletes.
 //
+// Host integration (executor/docker): create {data}/sandboxes/{id}/ owned by
+// the sandbox uid, mode 0700, and mount it (type bind) at ContainerDir; run
+// ServeArgs(bin, ServeOptions{Deadline, ModelPort}) as the container's main
+// command with Init on; WaitReady(ctx, hostDir) with ctx cancelled when the
+// container stops; Sandbox.Exec is Client.Exec; Close the client before
+// removing the container. Host sockets come from ListenHostSocket (owned by
+// the sandbox uid, 0600): model.sock served by modelproxy.Proxy, mcp.sock by
+// the MCP host (ReadMCPHello, TokenMatches, WriteMCPAck, then
+// newline-delimited JSON-RPC through a LineReader). The agent CLI gets
+// ANTHROPIC_BASE_URL=http://127.0.0.1:<ModelPort> and the per-request token
+// (ANTHROPIC_API_KEY, AGENTBOX_TOKEN) in its Exec environment, never in the
+// container's, so neither appears in docker inspect.
+//
 // Concurrency: a Client is safe for concurrent use; each Exec uses its own
 // connection and Close ends them all. A Server runs commands concurrently.
 // LineReader is not safe for concurrent use.

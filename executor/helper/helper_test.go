@@ -220,3 +220,22 @@ func TestExecCanceledBeforeStart(t *testing.T) {
 	_, err := c.Exec(ctx, &executor.Cmd{Args: []string{"true"}})
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// TestExecSocketRefusesOversizedFrame: a first frame announcing 300 MB is
+// refused before anything is allocated; the helper keeps serving.
+func TestExecSocketRefusesOversizedFrame(t *testing.T) {
+	c, dir := startLocal(t, ServerOptions{})
+	conn, err := net.Dial("unix", SocketPath(dir, ExecSocket))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	_, err = conn.Write([]byte{frameRequest, 0x11, 0xE1, 0xA3, 0x00}) // 300,000,000
+	require.NoError(t, err)
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := conn.Read(make([]byte, 16))
+	assert.Zero(t, n)
+	assert.ErrorIs(t, err, io.EOF, "the helper hangs up")
+	fr := &frameReader{r: bytes.NewReader([]byte{frameStdout, 0x11, 0xE1, 0xA3, 0x00})}
+	_, _, err = fr.next()
+	require.ErrorIs(t, err, ErrFrameTooLarge, "the host side refuses the same")
+	require.NoError(t, c.Ping(context.Background()))
+}
