@@ -226,7 +226,10 @@ func (d *dockerExec) kill(ctx context.Context, token string) {
 			d.logger.Debug("exec stopped", "container", shortID(d.containerID), "token", token)
 			return
 		}
-		lastErr = fmt.Errorf("kill script exit %d: %s: %w", code, bytes.TrimSpace(out), err)
+		lastErr = err
+		if err == nil {
+			lastErr = fmt.Errorf("kill script exit %d: %s", code, bytes.TrimSpace(out))
+		}
 		if ctx.Err() != nil {
 			break
 		}

@@ -258,6 +258,10 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 	}()
 
 	cfg, hc := p.containerConfig(e.o, sbID, wsDir, hostDir)
+	helperBin := e.o.helperPath()
+	if helperBin != "" {
+		cfg.Cmd = p.helperCommand(e.o, helperBin)
+	}
 	callCtx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
 	created, err := e.api.ContainerCreate(callCtx, cfg, hc, nil, nil, "agentbox-"+sbID)
 	cancel()
@@ -280,6 +284,14 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 		stopGrace: e.o.StopGrace, callTimeout: e.o.CallTimeout, logger: sb.logger, stuck: sb.stop,
 	}
 	sb.runner = sb.docker
+	if helperBin != "" {
+		c, err := e.waitHelper(ctx, sb)
+		if err != nil {
+			return nil, err
+		}
+		sb.helper = c
+		sb.runner = helperRunner{c: c, sweep: sb.docker}
+	}
 	if err := e.waitReady(ctx, sb); err != nil {
 		return nil, err
 	}
@@ -303,6 +315,10 @@ func (e *Executor) waitReady(ctx context.Context, sb *Sandbox) error {
 			err = fmt.Errorf("exit %d: %s", code, out)
 		}
 		return err
+	}
+	if sb.helper != nil {
+		// The helper answered, and it reports OOM kills itself.
+		return nil
 	}
 	if !sb.oomHost {
 		sb.oom = execOOMCounter{d: sb.docker}

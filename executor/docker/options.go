@@ -29,6 +29,7 @@ const (
 	DefaultSandboxTimeout    = 30 * time.Minute
 	DefaultUser              = "1000:1000"
 	DefaultHome              = "/home/agent"
+	DefaultModelPort         = 7000
 )
 
 // Fixed paths inside the container.
@@ -83,6 +84,15 @@ type Options struct {
 	// HelperBinary is an optional host path of the static agentbox helper,
 	// bind-mounted read-only at ContainerHelperPath.
 	HelperBinary string
+	// UseImageHelper runs the helper baked into the image at
+	// ImageHelperPath. With it, or with HelperBinary, the helper is the
+	// container's main process and runs every command (ExecResult.Path
+	// "helper"); without either, commands go through docker exec.
+	UseImageHelper bool
+	// ModelPort is the loopback port inside the container where the helper
+	// relays model traffic to {HostDir}/model.sock; 0 means DefaultModelPort,
+	// negative turns the relay off. Only used with the helper.
+	ModelPort int
 	// Workspace configures the host-side file API (UID/GID are taken from
 	// the sandbox user).
 	Workspace executor.WorkspaceOptions
@@ -118,6 +128,12 @@ func (o Options) withDefaults() (Options, error) {
 	setDuration(&o.StopGrace, DefaultStopGrace)
 	setDuration(&o.CallTimeout, DefaultCallTimeout)
 	setDuration(&o.ExecTimeout, DefaultExecTimeout)
+	if o.ModelPort == 0 {
+		o.ModelPort = DefaultModelPort
+	}
+	if o.ModelPort > 65535 {
+		return o, fmt.Errorf("docker executor: Options.ModelPort %d is not a port: %w", o.ModelPort, executor.ErrInvalid)
+	}
 	if o.MaxOutput <= 0 {
 		o.MaxOutput = DefaultMaxOutput
 	}

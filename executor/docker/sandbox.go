@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/helper"
 )
 
 // Sandbox is one running container over one chat's workspace. Its FS
@@ -29,6 +30,7 @@ type Sandbox struct {
 	logger    hclog.Logger
 
 	runner  commandRunner
+	helper  *helper.Client // nil on the docker-exec path
 	docker  *dockerExec
 	oom     oomCounter
 	oomHost bool         // oom reads are cheap file reads
@@ -55,6 +57,19 @@ func (s *Sandbox) Workdir() string { return executor.ContainerWorkdir }
 // HostDir is the per-sandbox host directory ({data}/sandboxes/{id}),
 // mounted at ContainerHostDir; the helper puts its sockets there.
 func (s *Sandbox) HostDir() string { return s.hostDir }
+
+// ModelBaseURL is where the agent CLI reaches the model from inside the
+// container (the helper's relay to {HostDir}/model.sock), or "" when the
+// sandbox has no helper or the relay is off.
+func (s *Sandbox) ModelBaseURL() string {
+	if s.helper == nil || s.e.o.ModelPort <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", s.e.o.ModelPort)
+}
+
+// ExecPath names how commands run: PathHelper or PathDockerExec.
+func (s *Sandbox) ExecPath() string { return s.runner.path() }
 
 // Deadline is when the container ends by itself.
 func (s *Sandbox) Deadline() time.Time { return s.plan.deadline }
@@ -131,10 +146,12 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecRes
 	}
 	s.logger.Debug("exec", "args", c.Args, "dir", c.Dir, "timeout", c.Timeout, "path", s.runner.path())
 	res, err := s.runner.run(ctx, &c)
-	if n, oerr := s.readOOM(ctx); oerr == nil {
-		res.OOMKilled = n > before
-	} else if !errors.Is(oerr, executor.ErrNotRunning) {
-		s.logger.Warn("cannot read the oom counter", "error", oerr)
+	if s.helper == nil || s.oomHost {
+		if n, oerr := s.readOOM(ctx); oerr == nil {
+			res.OOMKilled = res.OOMKilled || n > before
+		} else if !errors.Is(oerr, executor.ErrNotRunning) && !s.stopped.Load() && !s.closed.Load() {
+			s.logger.Warn("cannot read the oom counter", "error", oerr)
+		}
 	}
 	if s.stopped.Load() && err != nil {
 		err = fmt.Errorf("%w (the sandbox was stopped because the command's processes could not be killed: %w)", err, executor.ErrNotRunning)
@@ -183,6 +200,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.o.StopGrace+s.e.o.CallTimeout)
 		defer cancel()
+		if s.helper != nil {
+			_ = s.helper.Close()
+		}
 		rmErr := s.e.api.ContainerRemove(ctx, s.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		errs := []error{removeErrors(rmErr)}
 		if err := s.ws.Close(); err != nil {
