@@ -1,0 +1,144 @@
+package openai_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/middleware/internal/scripted"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// requireNode skips (locally) or fails (CI=true) unless node and npm are on
+// PATH, as internal/testenv does for Docker.
+func requireNode(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			msg := tool + " is not on PATH; install Node.js 18 or later (with npm) to run the openai npm package's test"
+			if testenv.InCI() {
+				t.Fatalf("CI=true and %s", msg)
+			}
+			t.Skipf("%s (set CI=true to make this a failure)", msg)
+		}
+	}
+}
+
+// nodeClient installs testdata/node with `npm ci` into a cache directory
+// keyed by the lock file's hash (installed once per lock), and returns the
+// directory holding client.mjs and node_modules.
+func nodeClient(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("testdata", "node")
+	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
+	require.NoError(t, err)
+	sum := sha256.Sum256(lock)
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "agentbox", "node-openai-"+hex.EncodeToString(sum[:8]))
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for _, name := range []string{"package.json", "package-lock.json", "client.mjs"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err == nil {
+		return dir
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "npm ci in %s: %s", dir, out)
+	return dir
+}
+
+func TestNodeSDK(t *testing.T) {
+	requireNode(t)
+	dir := nodeClient(t)
+	st := newStack(t)
+	script, want := agentRun()
+	st.setScript("1", script)
+	st.setScript("2", script)
+	st.setScript("3", scripted.Script{Exit: 1})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "client.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "BASE_URL="+st.srv.URL+"/v1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	require.NoError(t, err, "node client.mjs: %s", stderr.String())
+
+	type failure struct {
+		IsAPIError bool    `json:"isAPIError"`
+		Status     int     `json:"status"`
+		Code       string  `json:"code"`
+		Type       string  `json:"type"`
+		Param      *string `json:"param"`
+		Message    string  `json:"message"`
+	}
+	var got struct {
+		Content, Finish, Streamed, StreamFinish string
+		Usage, StreamUsage                      map[string]any
+		UsageInLastChunk                        bool
+		Chunks                                  int
+		Kinds                                   map[string]int
+		NotFound, MissingChat                   failure
+		AgentFailed, AgentFailedStreamed        failure
+	}
+	require.NoError(t, json.Unmarshal(stdout, &got), "%s", stdout)
+
+	assert.Equal(t, want, got.Content)
+	assert.Equal(t, got.Content, got.Streamed, "streamed text == non-streamed content of the same run")
+	assert.Equal(t, "stop", got.Finish)
+	assert.Equal(t, "stop", got.StreamFinish)
+	assert.True(t, got.UsageInLastChunk, "usage arrives in the final chunk")
+	assert.Equal(t, got.Usage, got.StreamUsage)
+	assert.Equal(t, 6120.0, got.Usage["prompt_tokens"])
+	assert.Equal(t, 40.0, got.Usage["completion_tokens"])
+	assert.Greater(t, got.Chunks, 6)
+	assert.Equal(t, map[string]int{"sandbox": 2, "init": 1, "thinking": 1, "tool_use": 1, "tool_result": 1, "done": 1}, got.Kinds,
+		"the extension reaches JS users on the chunk")
+
+	assert.True(t, got.NotFound.IsAPIError)
+	assert.Equal(t, 404, got.NotFound.Status)
+	assert.Equal(t, "model_not_found", got.NotFound.Code)
+	require.NotNil(t, got.NotFound.Param)
+	assert.Equal(t, "model", *got.NotFound.Param)
+
+	assert.True(t, got.MissingChat.IsAPIError)
+	assert.Equal(t, 400, got.MissingChat.Status)
+	assert.Equal(t, "invalid_request_error", got.MissingChat.Type)
+	assert.Contains(t, got.MissingChat.Message, "valid chat id")
+
+	assert.True(t, got.AgentFailed.IsAPIError)
+	assert.Equal(t, 502, got.AgentFailed.Status)
+	assert.Equal(t, "agent_failed", got.AgentFailed.Code)
+
+	assert.True(t, got.AgentFailedStreamed.IsAPIError, "a mid-stream error event is raised as an APIError")
+	assert.Equal(t, "agent_failed", got.AgentFailedStreamed.Code)
+	assert.Contains(t, got.AgentFailedStreamed.Message, "exit code 1")
+
+	chat3 := 0
+	for _, sb := range st.ex.Sandboxes() {
+		if sb.Spec().ChatID == "3" {
+			chat3++
+		}
+	}
+	assert.Equal(t, 2, chat3, "the SDK did not re-run the failed agent (x-should-retry: false)")
+}

@@ -1,0 +1,102 @@
+package openai_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/executortest"
+	"github.com/agentbox/agentbox/hooks"
+	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/internal/scripted"
+	"github.com/agentbox/agentbox/middleware/openai"
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+)
+
+// stack is the whole request path a gateway builds: the adapter over the
+// Orchestrator over executortest's fake sandboxes, with the scripted agent
+// standing in for the CLI (it plays the script of the chat).
+type stack struct {
+	srv      *httptest.Server
+	o        *middleware.Orchestrator
+	ex       *executortest.FakeExecutor
+	requests atomic.Int64
+
+	mu      sync.Mutex
+	scripts map[string]scripted.Script // by chat id
+}
+
+// agentRun is the conversation most tests use: tool activity, thinking and
+// text long enough to be split across chunks.
+func agentRun() (scripted.Script, string) {
+	long := strings.Repeat("All work and no play makes Jack a dull boy. ", 2000) // ~88 KiB
+	texts := []string{"I wrote ", "`hello.txt`", ".\n\n", long, "Done ✓"}
+	s := scripted.Text(executor.Usage{InputTokens: 120, OutputTokens: 40, CacheCreationInputTokens: 1000, CacheReadInputTokens: 5000}, texts...)
+	pre := []scripted.Line{
+		{Event: &executor.Event{Kind: executor.EventInit, Init: &executor.InitInfo{Model: "claude-test", Tools: []string{"Write", "Bash"}}}},
+		{Event: &executor.Event{Kind: executor.EventThinking, Text: "Write the file, then check it."}},
+		{Event: &executor.Event{Kind: executor.EventToolUse, Tool: &executor.ToolUse{ID: "toolu_1", Name: "Write", Input: []byte(`{"file_path":"hello.txt","content":"hi"}`)}}},
+		{Event: &executor.Event{Kind: executor.EventToolResult, ToolResult: &executor.ToolResult{ToolUseID: "toolu_1", Content: "File created"}}},
+	}
+	s.Lines = append(pre, s.Lines...)
+	return s, strings.Join(texts, "")
+}
+
+type stackOption func(*middleware.Assistant, *middleware.Options)
+
+func newStack(t testing.TB, opts ...stackOption) *stack {
+	t.Helper()
+	st := &stack{scripts: map[string]scripted.Script{}}
+	st.ex = executortest.NewExecutor(t)
+	st.ex.OnCreate = func(sb *executortest.FakeSandbox) {
+		sb.ExecFunc = st.script(sb.Spec().ChatID).Exec
+	}
+	coder := &middleware.Assistant{ID: "coder", Name: "Coder", Sandbox: &middleware.Sandbox{
+		Runner: "scripted",
+		Spec:   executor.Spec{Image: "agentbox/sandbox-claude:latest", Timeout: time.Minute},
+	}}
+	mo := middleware.Options{
+		NewExecutor: func(context.Context, hclog.Logger) (executor.Executor, error) { return st.ex, nil },
+		Runners:     []executor.Runner{&scripted.Runner{}},
+	}
+	for _, opt := range opts {
+		opt(coder, &mo)
+	}
+	cat, err := middleware.NewCatalog(coder, &middleware.Assistant{ID: "qa"})
+	require.NoError(t, err)
+	mo.Catalog = cat
+	st.o, err = middleware.New(context.Background(), mo)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.o.Close() })
+	s, err := openai.New(openai.Options{Handler: middleware.Chain(middleware.UnknownAssistant, st.o.Wrap), Catalog: cat})
+	require.NoError(t, err)
+	st.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st.requests.Add(1)
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(st.srv.Close)
+	return st
+}
+
+func withStackHooks(h hooks.Hooks) stackOption {
+	return func(a *middleware.Assistant, _ *middleware.Options) { a.Hooks = h }
+}
+
+func (st *stack) setScript(chat string, s scripted.Script) {
+	st.mu.Lock()
+	st.scripts[chat] = s
+	st.mu.Unlock()
+}
+
+func (st *stack) script(chat string) scripted.Script {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.scripts[chat]
+}
