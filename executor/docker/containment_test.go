@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // TestBaselineInspect checks every item of the container baseline in the
@@ -88,7 +89,8 @@ func TestBaselineInspect(t *testing.T) {
 func execPaths(t *testing.T, f func(t *testing.T, e *Executor)) {
 	t.Run(PathDockerExec, func(t *testing.T) { f(t, newTestExecutor(t)) })
 	t.Run(PathHelper, func(t *testing.T) {
-		bin := helperBinary(t)
+		testenv.RequireImage(t)
+		bin := testenv.HelperBinary(t)
 		f(t, newTestExecutor(t, func(o *Options) { o.HelperBinary = bin }))
 	})
 }

@@ -3,12 +3,8 @@ package docker
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -86,30 +82,4 @@ func mustRun(t testing.TB, sb executor.Sandbox, script string) string {
 	require.NoError(t, err, "script %q: stderr %s", script, errs)
 	require.Equal(t, 0, res.ExitCode, "script %q: stderr %s", script, errs)
 	return strings.TrimSpace(out)
-}
-
-var (
-	helperOnce sync.Once
-	helperPath string
-	helperErr  error
-)
-
-// helperBinary builds the static in-container helper once per test binary.
-func helperBinary(t testing.TB) string {
-	t.Helper()
-	helperOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentbox-helper-")
-		if err != nil {
-			helperErr = err
-			return
-		}
-		helperPath = filepath.Join(dir, "agentbox-helper")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", helperPath, "github.com/agentbox/agentbox/executor/helper/cmd/agentbox-helper")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			helperErr = fmt.Errorf("go build helper: %w: %s", err, out)
-		}
-	})
-	require.NoError(t, helperErr)
-	return helperPath
 }

@@ -5,11 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/executortest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 func TestLifecycle(t *testing.T) {
@@ -47,4 +50,20 @@ func TestLifecycle(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(ws, "notes", "hello.txt"))
 	require.NoError(t, err)
 	assert.NotNil(t, fi)
+}
+
+// TestConformance runs the executor conformance suite against real
+// containers, on both exec paths.
+func TestConformance(t *testing.T) {
+	img := testenv.RequireImage(t)
+	spec := executor.Spec{Image: img, MemoryBytes: 256 << 20, CPUs: 1, PidsLimit: 128, Timeout: 5 * time.Minute}
+	t.Run(PathDockerExec, func(t *testing.T) {
+		executortest.RunConformance(t, func(t *testing.T) executor.Executor { return newTestExecutor(t) }, spec)
+	})
+	t.Run(PathHelper, func(t *testing.T) {
+		bin := testenv.HelperBinary(t)
+		executortest.RunConformance(t, func(t *testing.T) executor.Executor {
+			return newTestExecutor(t, func(o *Options) { o.HelperBinary = bin })
+		}, spec)
+	})
 }
