@@ -30,7 +30,8 @@ type stack struct {
 	requests atomic.Int64
 
 	mu      sync.Mutex
-	scripts map[string]scripted.Script // by chat id
+	scripts map[string]scripted.Script       // by chat id
+	execs   map[string]executortest.ExecFunc // by chat id, before scripts
 }
 
 // agentRun is the conversation most tests use: tool activity, thinking and
@@ -53,10 +54,10 @@ type stackOption func(*middleware.Assistant, *middleware.Options)
 
 func newStack(t testing.TB, opts ...stackOption) *stack {
 	t.Helper()
-	st := &stack{scripts: map[string]scripted.Script{}}
+	st := &stack{scripts: map[string]scripted.Script{}, execs: map[string]executortest.ExecFunc{}}
 	st.ex = executortest.NewExecutor(t)
 	st.ex.OnCreate = func(sb *executortest.FakeSandbox) {
-		sb.ExecFunc = st.script(sb.Spec().ChatID).Exec
+		sb.ExecFunc = st.exec(sb.Spec().ChatID)
 	}
 	coder := &middleware.Assistant{ID: "coder", Name: "Coder", Sandbox: &middleware.Sandbox{
 		Runner: "scripted",
@@ -95,8 +96,42 @@ func (st *stack) setScript(chat string, s scripted.Script) {
 	st.mu.Unlock()
 }
 
-func (st *stack) script(chat string) scripted.Script {
+func (st *stack) setExec(chat string, f executortest.ExecFunc) {
+	st.mu.Lock()
+	st.execs[chat] = f
+	st.mu.Unlock()
+}
+
+func (st *stack) exec(chat string) executortest.ExecFunc {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.scripts[chat]
+	if f := st.execs[chat]; f != nil {
+		return f
+	}
+	return st.scripts[chat].Exec
 }
+
+// withRunner makes the sandboxed assistant use r, with a model route (the
+// real runners need one).
+func withRunner(r executor.Runner) stackOption {
+	return func(a *middleware.Assistant, o *middleware.Options) {
+		a.Sandbox.Runner = r.Name()
+		o.Runners = append(o.Runners, r)
+		o.NewModelRouter = func(context.Context, hclog.Logger) (middleware.ModelRouter, error) { return metered, nil }
+	}
+}
+
+// metered is the usage every route of withRunner reports.
+var metered = route{usage: executor.Usage{InputTokens: 7, OutputTokens: 3}}
+
+// route is a ModelRouter whose routes point at a fixed address and meter
+// a fixed usage.
+type route struct{ usage executor.Usage }
+
+func (r route) Open(context.Context, executor.Sandbox, *middleware.Assistant) (middleware.ModelRoute, error) {
+	return r, nil
+}
+func (route) BaseURL() string         { return "http://127.0.0.1:7000" }
+func (route) Token() string           { return "per-request-token" }
+func (r route) Usage() executor.Usage { return r.usage }
+func (route) Close() error            { return nil }
