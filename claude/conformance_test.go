@@ -17,7 +17,7 @@ import (
 func TestConformance(t *testing.T) {
 	sets := map[string]map[runnertest.Behaviour]string{
 		"partial messages": {
-			runnertest.Plain:       "a_plain_text.jsonl", // e1 streams a count, not the 1+1 answer
+			runnertest.Plain:       "../recorded/plain.jsonl",
 			runnertest.WriteAndRun: "e2_partial_messages_tools.jsonl",
 			runnertest.FailingTool: "b3_bash_denied_default_mode.jsonl",
 			runnertest.ErrorResult: "d1_http401_maxretries1.jsonl",

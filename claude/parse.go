@@ -118,7 +118,7 @@ func (r *Runner) Parse(ctx context.Context, stdout io.Reader, emit func(executor
 			if errors.Is(err, jsonl.ErrLineTooLong) {
 				return p.fail(fmt.Errorf("claude: reading the CLI's output: %w", err))
 			}
-			if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			if cause := context.Cause(ctx); ctx.Err() != nil && !errors.Is(err, cause) {
 				err = fmt.Errorf("%w (%w)", err, cause)
 			}
 			return p.fail(&IncompleteError{Lines: lines.Line(), LastType: p.lastType, Cause: err})

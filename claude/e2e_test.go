@@ -1,0 +1,442 @@
+package claude_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/executor/helper"
+	"github.com/agentbox/agentbox/executor/modelproxy"
+	"github.com/agentbox/agentbox/internal/jsonl"
+	"github.com/agentbox/agentbox/internal/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// connectorKey is the "real" key the model proxy swaps in; it must never
+// reach the container.
+const connectorKey = "sk-ant-connector-e2e-0123456789abcdef"
+
+// e2eEnv is a Docker executor with the helper, shared by the e2e tests of
+// one test function.
+type e2eEnv struct {
+	e       *docker.Executor
+	dataDir string
+}
+
+func newE2E(t testing.TB) *e2eEnv {
+	t.Helper()
+	img := testenv.RequireImage(t)
+	bin := testenv.HelperBinary(t)
+	dataDir := t.TempDir()
+	e, err := docker.New(context.Background(), docker.Options{
+		DataDir: dataDir, Image: img, HelperBinary: bin,
+		ReconcileInterval: -1, RetentionInterval: -1, StopGrace: 500 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, e.Close()) })
+	return &e2eEnv{e: e, dataDir: dataDir}
+}
+
+// e2eOpts vary one run.
+type e2eOpts struct {
+	stall  time.Duration // stall watchdog (default 60s)
+	before func(sb executor.Sandbox)
+	after  func(sb executor.Sandbox) // runs while the container is still up
+}
+
+// e2eRun is the outcome of one run.
+type e2eRun struct {
+	events  []executor.Event
+	comp    executor.Completion
+	err     error
+	result  executor.ExecResult
+	execErr error
+	stderr  string
+	stdout  []byte
+	metered executor.Usage
+	calls   []modelproxy.Call
+	wall    time.Duration
+	create  time.Duration
+	close   time.Duration
+}
+
+func token() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "tok-" + hex.EncodeToString(b)
+}
+
+// run answers req in a fresh container of chat, with the model behind the
+// helper's relay, the model proxy and the scripted API.
+func (env *e2eEnv) run(t testing.TB, chat string, api *scriptedapi.Server, req executor.RunRequest, o e2eOpts) e2eRun {
+	t.Helper()
+	ctx := context.Background()
+	var out e2eRun
+	t0 := time.Now()
+	sbi, err := env.e.Create(ctx, executor.Spec{
+		UserID: "u1", ChatID: chat, AssistantID: "claude-e2e", MemoryBytes: 1 << 30, CPUs: 1, PidsLimit: 256,
+		Timeout: 5 * time.Minute, LeaseWait: 30 * time.Second, Network: "none",
+	})
+	require.NoError(t, err)
+	out.create = time.Since(t0)
+	sb := sbi.(*docker.Sandbox)
+	closed := false
+	defer func() {
+		if !closed {
+			_ = sb.Close(context.Background())
+		}
+	}()
+
+	tok := token()
+	proxy, err := modelproxy.New(modelproxy.Options{
+		Upstream: api.URL, APIKey: connectorKey, Token: tok,
+		Budget: modelproxy.Budget{MaxRequests: 50, MaxTokens: 10_000_000, MaxDuration: 3 * time.Minute},
+	})
+	require.NoError(t, err)
+	ln, err := helper.ListenHostSocket(sb.HostDir(), helper.ModelSocket, 1000, 1000)
+	require.NoError(t, err)
+	go func() { _ = proxy.Serve(ln) }()
+	defer func() { _ = proxy.Close() }()
+
+	req.Workdir = sb.Workdir()
+	req.Home = docker.DefaultHome
+	req.ModelBaseURL = sb.ModelBaseURL()
+	req.APIKey = tok
+	require.NotEmpty(t, req.ModelBaseURL, "the sandbox has no model relay")
+	if o.before != nil {
+		o.before(sb)
+	}
+	r := claude.New()
+	inv, err := r.Invocation(req)
+	require.NoError(t, err)
+	for name, data := range inv.Files {
+		require.NoError(t, sb.WriteFile(ctx, name, data))
+	}
+
+	stall := o.stall
+	if stall == 0 {
+		stall = time.Minute
+	}
+	runCtx, wd := jsonl.WithWatchdog(ctx, stall)
+	defer wd.Stop()
+	pr, pw := io.Pipe()
+	var stderr, stdout bytes.Buffer
+	var mu sync.Mutex
+	done := make(chan struct{})
+	t1 := time.Now()
+	go func() {
+		defer close(done)
+		out.result, out.execErr = sb.Exec(runCtx, &executor.Cmd{
+			Args: inv.Args, Env: inv.Env, Stdin: bytes.NewReader(inv.Stdin),
+			Stdout: pw, Stderr: &stderr, Timeout: 3 * time.Minute,
+		})
+		_ = pw.Close()
+	}()
+	tee := io.TeeReader(wd.Reader(pr), writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return stdout.Write(p)
+	}))
+	out.comp, out.err = r.Parse(runCtx, tee, func(e executor.Event) error {
+		out.events = append(out.events, e)
+		return nil
+	})
+	_, _ = io.Copy(io.Discard, pr)
+	<-done
+	out.wall = time.Since(t1)
+	out.err = claude.WithExit(out.err, out.result, stderr.String())
+	out.stderr = stderr.String()
+	out.stdout = stdout.Bytes()
+	out.metered = proxy.Usage()
+	out.calls = proxy.Calls()
+	if o.after != nil {
+		o.after(sb)
+	}
+	t2 := time.Now()
+	require.NoError(t, sb.Close(context.Background()))
+	out.close = time.Since(t2)
+	closed = true
+	if dir := os.Getenv("CLAUDE_E2E_RECORD"); dir != "" {
+		name := filepath.Join(dir, chat+".jsonl")
+		for i := 2; ; i++ {
+			if _, err := os.Stat(name); err != nil {
+				break
+			}
+			name = filepath.Join(dir, fmt.Sprintf("%s-%d.jsonl", chat, i))
+		}
+		require.NoError(t, os.WriteFile(name, out.stdout, 0o644))
+	}
+	if t.Failed() || os.Getenv("CLAUDE_E2E_VERBOSE") != "" {
+		t.Logf("stderr: %s\nstdout: %s", out.stderr, out.stdout)
+	}
+	return out
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func user(s string) []executor.Message { return []executor.Message{{Role: "user", Content: s}} }
+
+func (r e2eRun) ofKind(k executor.EventKind) []executor.Event {
+	var out []executor.Event
+	for _, e := range r.events {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// workspaceFile reads a file of a chat's workspace straight from the host.
+func (env *e2eEnv) workspaceFile(t testing.TB, chat, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.dataDir, "workspaces", "u1", "chat-"+chat, name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestE2E(t *testing.T) {
+	env := newE2E(t)
+
+	t.Run("plain answer with usage", func(t *testing.T) {
+		usage := scriptedapi.Usage{InputTokens: 1234, OutputTokens: 56, CacheCreationInputTokens: 78, CacheReadInputTokens: 910}
+		api := scriptedapi.Start(scriptedapi.WithTurns(scriptedapi.Turn{Blocks: []scriptedapi.Block{scriptedapi.Text("1+1 is 2.")}, Usage: &usage}))
+		defer api.Close()
+		run := env.run(t, "plain", api, executor.RunRequest{Messages: user("What is 1+1?"), Model: "claude-sonnet-4-6"}, e2eOpts{})
+		require.NoError(t, run.err)
+		require.Equal(t, 0, run.result.ExitCode)
+		assert.Equal(t, "1+1 is 2.", run.comp.Content)
+		assert.Equal(t, executor.FinishStop, run.comp.FinishReason)
+		want := executor.Usage{InputTokens: 1234, OutputTokens: 56, CacheCreationInputTokens: 78, CacheReadInputTokens: 910}
+		assert.Equal(t, want, run.comp.Usage, "the CLI's own figures")
+		assert.Equal(t, want, run.metered, "what the model proxy metered")
+		require.Equal(t, executor.EventInit, run.events[0].Kind)
+		assert.Equal(t, "2.1.197", run.events[0].Init.Version)
+		msgs := api.MessageRequests()
+		require.Len(t, msgs, 1)
+		assert.Equal(t, connectorKey, msgs[0].APIKey, "the proxy swapped in the connector's key")
+		assert.Equal(t, "claude-sonnet-4-6", msgs[0].Body.Model)
+		assert.Contains(t, msgs[0].LastUserText(), "What is 1+1?")
+	})
+
+	t.Run("write and cat persist in the workspace", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(executor.ContainerWorkdir)))
+		defer api.Close()
+		run := env.run(t, "files", api, executor.RunRequest{Messages: user("Write hello.txt and cat it.")}, e2eOpts{})
+		require.NoError(t, run.err)
+		assert.Equal(t, "I'll write the file.\n\nDone. `cat hello.txt` printed: hello from the sandbox", run.comp.Content)
+		var tools []string
+		for _, e := range run.events {
+			switch e.Kind {
+			case executor.EventToolUse:
+				tools = append(tools, "use:"+e.Tool.Name)
+			case executor.EventToolResult:
+				tools = append(tools, fmt.Sprintf("result:error=%v", e.ToolResult.IsError))
+			}
+		}
+		assert.Equal(t, []string{"use:Write", "result:error=false", "use:Bash", "result:error=false"}, tools)
+		assert.Equal(t, scriptedapi.DemoContent, env.workspaceFile(t, "files", scriptedapi.DemoFile), "on the host after the container is gone")
+		assert.Equal(t, run.metered, run.comp.Usage, "the CLI's cumulative usage matches what the proxy metered over 3 calls")
+		assert.Len(t, run.calls, 3)
+
+		// The next request of the same chat, in a new container, sees it.
+		next := scriptedapi.Start(scriptedapi.WithScript(func(r *scriptedapi.Request) scriptedapi.Turn {
+			if res := r.NewToolResults(); len(res) > 0 {
+				return scriptedapi.Say("it says: " + strings.TrimSpace(res[0].Result))
+			}
+			return scriptedapi.Call("Bash", map[string]string{"command": "cat hello.txt", "description": "read it"})
+		}))
+		defer next.Close()
+		run2 := env.run(t, "files", next, executor.RunRequest{Messages: user("What does hello.txt say?")}, e2eOpts{})
+		require.NoError(t, run2.err)
+		assert.Equal(t, "it says: hello from the sandbox", run2.comp.Content)
+	})
+
+	t.Run("three turn conversation reaches the model", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithScript(func(r *scriptedapi.Request) scriptedapi.Turn {
+			return scriptedapi.Say("noted")
+		}))
+		defer api.Close()
+		msgs := []executor.Message{
+			{Role: "user", Content: "My name is Bob."},
+			{Role: "assistant", Content: "Nice to meet you, Bob."},
+			{Role: "user", Content: "I live in Lisbon."},
+			{Role: "assistant", Content: "Lisbon is lovely."},
+			{Role: "user", Content: "Where do I live, and what is my name?"},
+		}
+		run := env.run(t, "history", api, executor.RunRequest{Messages: msgs, SystemPrompt: "Answer in one line."}, e2eOpts{})
+		require.NoError(t, run.err)
+		reqs := api.MessageRequests()
+		require.Len(t, reqs, 1, "one model call: history is not replayed as separate prompts")
+		seen := reqs[0].AllText()
+		for _, m := range msgs {
+			assert.Contains(t, seen, m.Content, "the model sees %s's %q", m.Role, m.Content)
+		}
+		last := reqs[0].LastUserText()
+		assert.Less(t, strings.Index(last, "Nice to meet you, Bob."), strings.Index(last, "Where do I live"), "history comes before the question")
+		assert.Contains(t, reqs[0].Body.System.Text(), "Answer in one line.")
+	})
+
+	t.Run("max turns exceeded finishes with length", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithScript(func(r *scriptedapi.Request) scriptedapi.Turn {
+			return scriptedapi.Call("Bash", map[string]string{"command": "echo again", "description": "loop"})
+		}))
+		defer api.Close()
+		run := env.run(t, "maxturns", api, executor.RunRequest{Messages: user("loop"), Arguments: map[string]any{"max_turns": 2}}, e2eOpts{})
+		require.NoError(t, run.err, "the CLI reported the overflow in its result")
+		assert.True(t, run.comp.IsError)
+		assert.Equal(t, executor.FinishMaxTurns, run.comp.FinishReason)
+		assert.Equal(t, "error_max_turns", run.comp.Subtype)
+		assert.NotEmpty(t, run.comp.Errors)
+	})
+
+	for _, tc := range []struct {
+		name   string
+		err    *scriptedapi.APIError
+		status int
+	}{
+		{"upstream 401 fails fast", scriptedapi.ErrUnauthorized, 401},
+		{"upstream 500 fails fast", scriptedapi.ErrInternal, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := scriptedapi.Start(scriptedapi.WithScript(func(*scriptedapi.Request) scriptedapi.Turn { return scriptedapi.Fail(tc.err) }))
+			defer api.Close()
+			run := env.run(t, fmt.Sprintf("err%d", tc.status), api, executor.RunRequest{Messages: user("hi")}, e2eOpts{})
+			require.NoError(t, run.err)
+			assert.True(t, run.comp.IsError)
+			assert.Equal(t, executor.FinishError, run.comp.FinishReason)
+			assert.Equal(t, tc.status, run.comp.APIErrorStatus)
+			assert.NotEmpty(t, run.comp.Errors)
+			assert.Empty(t, run.comp.Content)
+			assert.Less(t, run.wall, 20*time.Second, "bounded retries, not a three-minute storm")
+			assert.LessOrEqual(t, len(api.MessageRequests()), 1+claude.DefaultMaxRetries, "at most the bounded retries")
+			t.Logf("failed in %s after %d model calls: %v", run.wall.Round(time.Millisecond), len(api.MessageRequests()), run.comp.Errors)
+		})
+	}
+
+	t.Run("stalled model is cut off by the watchdog", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithScript(func(*scriptedapi.Request) scriptedapi.Turn {
+			return scriptedapi.Turn{Blocks: []scriptedapi.Block{scriptedapi.Text("never")}, Stall: scriptedapi.StallAfterStart}
+		}))
+		defer api.Close()
+		run := env.run(t, "stall", api, executor.RunRequest{Messages: user("hi")}, e2eOpts{stall: 3 * time.Second})
+		require.Error(t, run.err)
+		assert.ErrorIs(t, run.err, jsonl.ErrStalled)
+		assert.True(t, run.comp.IsError)
+		assert.Less(t, run.wall, 15*time.Second)
+		t.Logf("cut off after %s: %v", run.wall.Round(time.Millisecond), run.err)
+	})
+
+	t.Run("thinking and text", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithTurns(scriptedapi.Turn{Blocks: []scriptedapi.Block{
+			scriptedapi.Thinking("The user wants a sum. 1+1 is 2."), scriptedapi.Text("1+1 is 2."),
+		}}))
+		defer api.Close()
+		run := env.run(t, "thinking", api, executor.RunRequest{Messages: user("What is 1+1?")}, e2eOpts{})
+		require.NoError(t, run.err)
+		assert.Equal(t, "1+1 is 2.", run.comp.Content, "thinking is not content")
+		var thinking strings.Builder
+		for _, e := range run.ofKind(executor.EventThinking) {
+			thinking.WriteString(e.Text)
+		}
+		assert.Equal(t, "The user wants a sum. 1+1 is 2.", thinking.String())
+	})
+
+	t.Run("error event mid-stream", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithTurns(
+			scriptedapi.Turn{Blocks: []scriptedapi.Block{scriptedapi.Text("partial answer"), scriptedapi.Text("never sent")}, MidStreamError: scriptedapi.ErrOverloaded},
+		), scriptedapi.WithScript(func(*scriptedapi.Request) scriptedapi.Turn { return scriptedapi.Say("recovered") }))
+		defer api.Close()
+		run := env.run(t, "midstream", api, executor.RunRequest{Messages: user("hi")}, e2eOpts{})
+		require.NoError(t, run.err, "the CLI reports the failure in its result")
+		assert.True(t, run.comp.IsError)
+		assert.Equal(t, executor.FinishError, run.comp.FinishReason)
+		assert.Equal(t, []string{"API Error: Overloaded"}, run.comp.Errors)
+		assert.Len(t, api.MessageRequests(), 1, "the CLI does not retry an error event")
+		assert.Equal(t, "partial answer", run.comp.Content, "the text already streamed stays the content")
+	})
+
+	t.Run("300 KiB prompt", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithScript(func(r *scriptedapi.Request) scriptedapi.Turn {
+			return scriptedapi.Say(fmt.Sprintf("got %d bytes", len(r.LastUserText())))
+		}))
+		defer api.Close()
+		big := strings.Repeat("0123456789abcdef", 300<<10/16) + " END"
+		run := env.run(t, "big", api, executor.RunRequest{Messages: user(big)}, e2eOpts{})
+		require.NoError(t, run.err)
+		assert.False(t, run.comp.IsError, run.comp.Errors)
+		reqs := api.MessageRequests()
+		require.NotEmpty(t, reqs)
+		assert.Contains(t, reqs[0].LastUserText(), big, "the whole prompt reached the model")
+	})
+
+	t.Run("skill appears in init", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithTurns(scriptedapi.Say("ok")))
+		defer api.Close()
+		skill := "---\nname: greeter\ndescription: Greets the user warmly. Use when asked to greet.\n---\n\n# Greeter\nSay GREETINGS.\n"
+		run := env.run(t, "skill", api, executor.RunRequest{Messages: user("hi")}, e2eOpts{before: func(sb executor.Sandbox) {
+			require.NoError(t, sb.WriteFile(context.Background(), ".claude/skills/greeter/SKILL.md", []byte(skill)))
+		}})
+		require.NoError(t, run.err)
+		require.Equal(t, executor.EventInit, run.events[0].Kind)
+		assert.Contains(t, run.events[0].Init.Skills, "greeter")
+		assert.Contains(t, run.events[0].Init.Tools, "Skill")
+	})
+
+	t.Run("connector key is nowhere in the container", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithScript(func(r *scriptedapi.Request) scriptedapi.Turn {
+			if res := r.NewToolResults(); len(res) > 0 {
+				return scriptedapi.Say("checked")
+			}
+			return scriptedapi.Call("Bash", map[string]string{"command": "env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'", "description": "env"})
+		}))
+		defer api.Close()
+		var scan []byte
+		const marker = "agentbox-scan-marker-7f3a"
+		run := env.run(t, "key", api, executor.RunRequest{Messages: user("show env")}, e2eOpts{
+			before: func(sb executor.Sandbox) {
+				require.NoError(t, sb.WriteFile(context.Background(), "marker.txt", []byte(marker)))
+			},
+			after: func(sb executor.Sandbox) {
+				// Dump every process's env and argv and the writable and
+				// config trees to the host; the dumping process itself
+				// never holds the key, so a hit is a leak.
+				var out bytes.Buffer
+				_, err := sb.Exec(context.Background(), &executor.Cmd{
+					Args: []string{"sh", "-c", "for p in /proc/[0-9]*; do cat $p/environ $p/cmdline; done 2>/dev/null; " +
+						"find /workspace /home /tmp /run/agentbox /etc -type f 2>/dev/null | while read -r f; do head -c 8000000 \"$f\"; done; true"},
+					Stdout: &out, Timeout: time.Minute,
+				})
+				require.NoError(t, err)
+				scan = out.Bytes()
+			}})
+		require.NoError(t, run.err)
+		results := run.ofKind(executor.EventToolResult)
+		require.Len(t, results, 1)
+		envOut := results[0].ToolResult.Content
+		assert.Contains(t, envOut, "ANTHROPIC_API_KEY=tok-", "the CLI's tools see the per-request token")
+		assert.NotContains(t, envOut, connectorKey)
+		require.Contains(t, string(scan), marker, "the scan reads the workspace")
+		assert.NotContains(t, string(scan), connectorKey, "no file and no process in the container holds the connector's key")
+		assert.NotContains(t, string(scan), connectorKey[len(connectorKey)-16:])
+		for _, r := range api.MessageRequests() {
+			assert.NotContains(t, r.AllText(), connectorKey, "nothing the model saw came with the key")
+		}
+	})
+}
