@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
@@ -99,9 +100,16 @@ func loadConnectors(root string, opts *LoadOptions, ps *problems) map[string]*Co
 		rel, _ := filepath.Rel(root, f)
 		rel = filepath.ToSlash(rel)
 		id := strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(rel, "connectors/"), connSuffix), "/", ".")
-		if c := loadConnector(root, rel, id, opts, ps); c != nil {
-			out[id] = c
+		c := loadConnector(root, rel, id, opts, ps)
+		if c == nil {
+			continue
 		}
+		if prev, dup := out[id]; dup {
+			ps.add(Problem{File: rel, Message: fmt.Sprintf("connector id %q is also defined by %s", id, prev.File),
+				Hint: "rename one of the files; ids come from the path with \"/\" replaced by \".\"", Severity: SeverityError})
+			continue
+		}
+		out[id] = c
 	}
 	return out
 }

@@ -12,13 +12,10 @@ import (
 type decoder struct {
 	file string
 	ps   *problems
-	// sev is the severity of the problems reported; skill files report
-	// refusals and warnings themselves.
-	sev Severity
 }
 
 func newDecoder(file string, ps *problems) *decoder {
-	return &decoder{file: file, ps: ps, sev: SeverityError}
+	return &decoder{file: file, ps: ps}
 }
 
 // report adds a problem at n (nil: the whole file).
@@ -31,7 +28,7 @@ func (d *decoder) report(sev Severity, n *node, path, hint, format string, args 
 }
 
 func (d *decoder) errorf(n *node, path, hint, format string, args ...any) {
-	d.report(d.sev, n, path, hint, format, args...)
+	d.report(SeverityError, n, path, hint, format, args...)
 }
 
 func (d *decoder) warnf(n *node, path, hint, format string, args ...any) {
@@ -41,7 +38,7 @@ func (d *decoder) warnf(n *node, path, hint, format string, args ...any) {
 // syntax reports a parse failure.
 func (d *decoder) syntax(err *syntaxError, what string) {
 	d.ps.add(Problem{File: d.file, Line: err.line, Col: err.col, Message: what + ": " + err.msg,
-		Hint: "fix the syntax at this position", Severity: d.sev})
+		Hint: "fix the syntax at this position", Severity: SeverityError})
 }
 
 // wrongType reports a value of the wrong type.

@@ -360,8 +360,11 @@ func decodeSandbox(d *decoder, n *node, opts *LoadOptions) *Sandbox {
 			o.decode(s, v, joinPath(path, o.Key))
 		}
 	}
+	// A network value already reported as bad is not reported again as
+	// "none" by the command's rules.
+	badNetwork := s.nodes["network"] != nil && s.sb.Network == ""
 	applyDefaults(s.sb)
-	s.crossChecks(n, path)
+	s.crossChecks(n, path, badNetwork)
 	return s.sb
 }
 
@@ -411,7 +414,7 @@ func applyDefaults(sb *Sandbox) {
 }
 
 // crossChecks validates options against each other and the command.
-func (s *sandboxDecoder) crossChecks(block *node, path string) {
+func (s *sandboxDecoder) crossChecks(block *node, path string, badNetwork bool) {
 	sb := s.sb
 	at := func(key string) *node {
 		if n := s.nodes[key]; n != nil {
@@ -428,7 +431,7 @@ func (s *sandboxDecoder) crossChecks(block *node, path string) {
 	if sb.StallTimeout >= sb.Timeout && s.nodes["stall_timeout"] != nil {
 		s.warnf(at("stall_timeout"), joinPath(path, "stall_timeout"), "make it shorter than timeout", "%s is not shorter than the sandbox timeout %s: the watchdog never fires", sb.StallTimeout, sb.Timeout)
 	}
-	if s.cmd != nil && s.cmd.NeedsNetwork != "" && sb.Network == "none" {
+	if s.cmd != nil && s.cmd.NeedsNetwork != "" && sb.Network == "none" && !badNetwork {
 		where, key := at("network"), "network"
 		if s.nodes["network"] == nil {
 			where = at("command")
