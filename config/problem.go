@@ -65,8 +65,10 @@ func (p Problem) Error() string {
 }
 
 // Error is returned by Load and LoadAssistant when the configuration has
-// at least one error. It lists every problem found, warnings included,
-// sorted by file and position.
+// at least one error. It lists every error found and the warnings beside
+// them, sorted by file and position. Skill problems never fail loading and
+// are not in it: they are reported in Gateway.Problems (and
+// Assistant.Problems) once the rest loads.
 type Error struct {
 	Problems []Problem
 }
