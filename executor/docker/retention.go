@@ -92,7 +92,8 @@ func (r *retention) sweep(ctx context.Context) ([]string, error) {
 // nobody holds it.
 func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) {
 	dir := filepath.Join("workspaces", user, "chat-"+chat)
-	if last, err := r.lastUse(user, chat); err != nil || !last.Before(cutoff) {
+	last, err := r.lastUse(user, chat)
+	if err != nil || !last.Before(cutoff) {
 		return "", err
 	}
 	release, ok := r.tryLease(user, chat)
@@ -100,9 +101,15 @@ func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) 
 		return "", nil
 	}
 	defer release()
-	f, err := r.root.OpenFile(chatLockName(user, chat), os.O_RDWR|os.O_CREATE, 0o600)
+	lockName := chatLockName(user, chat)
+	_, statErr := r.root.Lstat(lockName)
+	f, err := r.root.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("retention: %w", err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// A lock file made just now carries the workspace's last use.
+		_ = r.root.Chtimes(lockName, last, last)
 	}
 	lock, err := lockFile(context.Background(), f, 0)
 	if err != nil {
