@@ -18,10 +18,16 @@
 //  5. agent: the runner's invocation runs in the sandbox and its stdout is
 //     parsed into events as it arrives;
 //  6. Next hook: it may replace the response or answer for a failed agent;
+//     it is skipped when the client went away or the sandbox timeout
+//     passed, since nobody waits for its answer;
 //  7. teardown: the model route and the sandbox are closed on a context
 //     the caller cannot cancel, bounded by TeardownTimeout, whatever
 //     happened before (client gone, hook rejection, timeout); an
 //     EventSandbox "closed" event follows while the client listens.
+//
+// Usage is what the model route metered when there is a ModelRouter (what
+// the gateway bills), else the agent CLI's own report; the CLI's figures
+// stay in Response.Completion either way.
 //
 // Failures are *Error values of a Kind (bad request, not found, config,
 // busy, unavailable, sandbox start, hook rejected, agent, timeout,

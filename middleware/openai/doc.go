@@ -92,5 +92,10 @@
 // the first), the error arrives as a data event {"error": {…}} and the
 // stream ends without [DONE]; both SDKs raise it as an error.
 //
+// An agent run can take minutes: the gateway's http.Server needs a
+// WriteTimeout of zero or longer than the longest sandbox timeout, and
+// non-streamed requests send nothing until the run ends (prefer streaming
+// through proxies with idle timeouts).
+//
 // Concurrency: a Server is safe for concurrent use.
 package openai

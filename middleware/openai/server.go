@@ -125,6 +125,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, err := s.opts.Handler.Handle(ctx, req, func(executor.Event) error { return ctx.Err() })
+	if err == nil && resp == nil {
+		err = errNilResponse
+	}
 	if err != nil {
 		e := clientError(err)
 		s.logFailure(id, e)
@@ -146,6 +149,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveStream(ctx context.Context, w http.ResponseWriter, req *middleware.Request, id string) {
 	st := s.newStream(w, id, req.Model)
 	resp, err := s.opts.Handler.Handle(ctx, req, st.emit)
+	if err == nil && resp == nil {
+		err = errNilResponse
+	}
 	if err != nil {
 		e := clientError(err)
 		s.logFailure(id, e)
@@ -154,6 +160,9 @@ func (s *Server) serveStream(ctx context.Context, w http.ResponseWriter, req *mi
 	}
 	st.finish(resp, req.StreamOptions.IncludeUsage)
 }
+
+// errNilResponse is a handler's bug: no response and no error.
+var errNilResponse = errors.New("openai: the handler returned neither a response nor an error")
 
 // clientError classifies err and adds the adapter's hints to messages
 // about the ids.
