@@ -80,9 +80,21 @@ type execOutcome struct {
 func (r *run) execParse(ctx context.Context, runner executor.Runner, inv executor.Invocation) (executor.Completion, execOutcome, string, error) {
 	pr, pw := io.Pipe()
 	stderr := &tailBuffer{max: maxStderr}
+	var stdout io.Reader = pr
+	if d := r.a.Sandbox.StallTimeout; d > 0 {
+		var wd *jsonl.Watchdog
+		ctx, wd = jsonl.WithWatchdog(ctx, d)
+		defer wd.Stop()
+		stdout = wd.Reader(pr)
+	}
 	execCtx, cancelExec := context.WithCancel(ctx)
 	defer cancelExec()
-	cmd := &executor.Cmd{Args: inv.Args, Env: inv.Env, Stdout: pw, Stderr: stderr}
+	cmd := &executor.Cmd{Args: inv.Args, Env: inv.Env, Stdout: pw, Stderr: stderr, MaxOutput: r.a.Sandbox.MaxOutput}
+	if dl, ok := ctx.Deadline(); ok {
+		// The command's own bound, so that a backend default shorter than
+		// the sandbox timeout does not cut the run.
+		cmd.Timeout = time.Until(dl)
+	}
 	if len(inv.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(inv.Stdin)
 	}
@@ -99,7 +111,10 @@ func (r *run) execParse(ctx context.Context, runner executor.Runner, inv executo
 		}
 		done <- execOutcome{res, err}
 	}()
-	comp, perr := runner.Parse(ctx, pr, r.send)
+	comp, perr := runner.Parse(ctx, stdout, r.send)
+	if perr != nil && errors.Is(context.Cause(ctx), jsonl.ErrStalled) {
+		perr = fmt.Errorf("%w (%w)", perr, context.Cause(ctx))
+	}
 	if perr != nil {
 		cancelExec()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/hooks"
@@ -45,6 +46,14 @@ type Sandbox struct {
 	// Home is the agent's HOME inside the container ("/home/agent" when
 	// empty): per run, since the container is per run.
 	Home string
+	// StallTimeout stops the agent when its stdout stays silent this long
+	// (the runner's stall watchdog: a model that stopped answering); 0
+	// means no watchdog. Mind tool calls that print nothing for long.
+	StallTimeout time.Duration
+	// MaxOutput caps the agent's stdout and stderr, each (Cmd.MaxOutput);
+	// 0 means the executor's default. The stdout is parsed as it streams,
+	// so a large cap costs no memory.
+	MaxOutput int64
 	// Run is the template of the runner's request: SystemPrompt, Model,
 	// Arguments, MCPConfig and AllowedTools are taken from it; Messages,
 	// Workdir, Home, ModelBaseURL and APIKey are set per request.

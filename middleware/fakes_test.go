@@ -177,10 +177,11 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		sb.ExecFunc = s.Exec
 	}
 	e.coder = &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{
-		Runner: "scripted",
-		Spec:   executor.Spec{Image: "agentbox/sandbox-claude:latest", Timeout: time.Minute},
-		Files:  map[string][]byte{".claude/skills/review/SKILL.md": []byte("---\nname: review\n---\n")},
-		Run:    executor.RunRequest{Model: "claude-test", SystemPrompt: "be brief"},
+		Runner:    "scripted",
+		Spec:      executor.Spec{Image: "agentbox/sandbox-claude:latest", Timeout: time.Minute},
+		MaxOutput: 64 << 20,
+		Files:     map[string][]byte{".claude/skills/review/SKILL.md": []byte("---\nname: review\n---\n")},
+		Run:       executor.RunRequest{Model: "claude-test", SystemPrompt: "be brief"},
 	}}
 	o := middleware.Options{
 		NewExecutor: func(context.Context, hclog.Logger) (executor.Executor, error) { return e.ex, nil },

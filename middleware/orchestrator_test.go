@@ -113,6 +113,13 @@ func TestLifecycleRunsPhasesInOrder(t *testing.T) {
 	spec := sbs[0].Spec()
 	assert.Equal(t, [3]string{"alice", "1", "coder"}, [3]string{spec.UserID, spec.ChatID, spec.AssistantID})
 	assert.True(t, sbs[0].Closed())
+	calls := sbs[0].Calls()
+	require.Len(t, calls, 1)
+	assert.Equal(t, []string{"scripted-agent", "--model", "claude-test"}, calls[0].Args)
+	assert.Equal(t, int64(64<<20), calls[0].MaxOutput, "the sandbox's output cap reaches the command")
+	assert.Positive(t, calls[0].Timeout, "the command is bounded by what is left of the sandbox timeout")
+	assert.LessOrEqual(t, calls[0].Timeout, time.Minute)
+	assert.JSONEq(t, `[{"role":"system","content":"from hook"},{"role":"user","content":"write hello.txt"}]`, string(calls[0].Stdin))
 
 	tm := resp.Timings
 	for name, d := range map[string]time.Duration{"container": tm.ContainerStart, "workspace": tm.Workspace,
@@ -212,7 +219,10 @@ func TestErrorsAreTyped(t *testing.T) {
 			kind: middleware.KindAgent, msg: "API Error: 401 invalid key (the model API answered 401)", ran: true},
 		"exec times out":        {script: scripted.Script{Err: errors.New("exec: " + executor.ErrTimeout.Error()), Exit: -1}, kind: middleware.KindAgent, ran: true},
 		"exec timeout sentinel": {script: scripted.Script{Err: executor.ErrTimeout, Exit: -1}, kind: middleware.KindTimeout, msg: "time limit", ran: true},
-		"stall watchdog":        {script: scripted.Script{Err: &jsonl.StallError{Timeout: time.Second, Idle: time.Second}, Exit: -1}, kind: middleware.KindTimeout, msg: "stopped producing output", ran: true},
+		"stall watchdog fires": {opts: []envOption{withStall(100 * time.Millisecond)},
+			script: scripted.Script{Lines: []scripted.Line{{Event: &executor.Event{Kind: executor.EventText, Text: "x"}}}, Block: true},
+			kind:   middleware.KindTimeout, msg: "stopped producing output", ran: true},
+		"stall error from the runner": {script: scripted.Script{Err: &jsonl.StallError{Timeout: time.Second, Idle: time.Second}, Exit: -1}, kind: middleware.KindTimeout, msg: "stopped producing output", ran: true},
 		"sandbox timeout": {opts: []envOption{withSpec(func(s *executor.Spec) { s.Timeout = 50 * time.Millisecond })},
 			script: scripted.Script{Block: true}, kind: middleware.KindTimeout, msg: "sandbox timeout of 50ms", ran: true},
 		"output too large": {script: scripted.Script{Err: executor.ErrOutputTooLarge, Exit: -1}, kind: middleware.KindAgent, msg: "more output", ran: true},
@@ -244,6 +254,10 @@ func TestErrorsAreTyped(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withStall(d time.Duration) envOption {
+	return func(e *env, _ *middleware.Options) { e.coder.Sandbox.StallTimeout = d }
 }
 
 func withCreateErr(err error) envOption {
@@ -418,13 +432,14 @@ func TestNewCleansUpAfterItself(t *testing.T) {
 func TestCloseDrainsRunsInFlight(t *testing.T) {
 	for name, tc := range map[string]struct {
 		block bool
+		drain time.Duration
 		kind  middleware.Kind
 	}{
-		"run finishes within the drain": {block: false},
-		"run outlasts the drain":        {block: true, kind: middleware.KindUnavailable},
+		"run finishes within the drain": {block: false, drain: 10 * time.Second},
+		"run outlasts the drain":        {block: true, drain: 200 * time.Millisecond, kind: middleware.KindUnavailable},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t, withOptions(func(o *middleware.Options) { o.DrainTimeout = 200 * time.Millisecond }))
+			e := newEnv(t, withOptions(func(o *middleware.Options) { o.DrainTimeout = tc.drain }))
 			release := make(chan struct{})
 			s := scripted.Text(executor.Usage{}, "done")
 			e.setScript(s)
