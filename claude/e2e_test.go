@@ -386,6 +386,18 @@ func TestE2E(t *testing.T) {
 		assert.Contains(t, reqs[0].LastUserText(), big, "the whole prompt reached the model")
 	})
 
+	t.Run("200 KiB system prompt through a file", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithTurns(scriptedapi.Say("ok")))
+		defer api.Close()
+		system := "Follow these rules.\n" + strings.Repeat("Rule: be precise. ", 200<<10/18) + "END OF RULES"
+		run := env.run(t, "longsystem", api, executor.RunRequest{Messages: user("hi"), SystemPrompt: system}, e2eOpts{})
+		require.NoError(t, run.err)
+		assert.False(t, run.comp.IsError, run.comp.Errors)
+		reqs := api.MessageRequests()
+		require.NotEmpty(t, reqs)
+		assert.Contains(t, reqs[0].Body.System.Text(), system, "the whole system prompt reached the model")
+	})
+
 	t.Run("skill appears in init", func(t *testing.T) {
 		api := scriptedapi.Start(scriptedapi.WithTurns(scriptedapi.Say("ok")))
 		defer api.Close()
