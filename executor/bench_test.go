@@ -11,18 +11,27 @@ import (
 	"github.com/agentbox/agentbox/executor"
 )
 
-var benchSizes = []struct {
+// benchCases are the file sizes and depths measured: "top" is a file at
+// the workspace root, "nested" one two directories down (each directory
+// costs the Workspace an lstat, an open, an fstat and a close).
+var benchCases = []struct {
 	name string
 	n    int
-}{{"1KiB", 1 << 10}, {"1MiB", 1 << 20}}
+	rel  string
+}{
+	{"1KiB/top", 1 << 10, "f"},
+	{"1KiB/nested", 1 << 10, "src/pkg/f"},
+	{"1MiB/top", 1 << 20, "f"},
+	{"1MiB/nested", 1 << 20, "src/pkg/f"},
+}
 
-// benchFile makes a workspace with a two-level directory and returns it,
-// the host path of "src/pkg/f" in it and n bytes of data written there.
-func benchFile(b *testing.B, n int) (*executor.Workspace, string, []byte) {
+// benchFile makes a workspace holding n bytes at rel and returns it, the
+// host path of the file and the data.
+func benchFile(b *testing.B, n int, rel string) (*executor.Workspace, string, []byte) {
 	ws, dir := newWorkspace(b, executor.WorkspaceOptions{})
 	data := make([]byte, n)
-	require.NoError(b, os.MkdirAll(filepath.Join(dir, "src", "pkg"), 0o755))
-	p := filepath.Join(dir, "src", "pkg", "f")
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	require.NoError(b, os.MkdirAll(filepath.Dir(p), 0o755))
 	require.NoError(b, os.WriteFile(p, data, 0o644))
 	return ws, p, data
 }
@@ -33,8 +42,8 @@ func benchFile(b *testing.B, n int) (*executor.Workspace, string, []byte) {
 //	go test -run '^$' -bench 'ReadFile|WriteFile' -benchtime 2000x -count 5 ./executor/
 func BenchmarkReadFile(b *testing.B) {
 	ctx := context.Background()
-	for _, size := range benchSizes {
-		ws, p, _ := benchFile(b, size.n)
+	for _, size := range benchCases {
+		ws, p, _ := benchFile(b, size.n, size.rel)
 		b.Run(size.name+"/os", func(b *testing.B) {
 			b.SetBytes(int64(size.n))
 			for b.Loop() {
@@ -46,7 +55,7 @@ func BenchmarkReadFile(b *testing.B) {
 		b.Run(size.name+"/workspace", func(b *testing.B) {
 			b.SetBytes(int64(size.n))
 			for b.Loop() {
-				if _, err := ws.ReadFile(ctx, "src/pkg/f"); err != nil {
+				if _, err := ws.ReadFile(ctx, size.rel); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -59,8 +68,8 @@ func BenchmarkReadFile(b *testing.B) {
 // (truncate in place) on the same existing file.
 func BenchmarkWriteFile(b *testing.B) {
 	ctx := context.Background()
-	for _, size := range benchSizes {
-		ws, p, data := benchFile(b, size.n)
+	for _, size := range benchCases {
+		ws, p, data := benchFile(b, size.n, size.rel)
 		b.Run(size.name+"/os", func(b *testing.B) {
 			b.SetBytes(int64(size.n))
 			for b.Loop() {
@@ -72,7 +81,7 @@ func BenchmarkWriteFile(b *testing.B) {
 		b.Run(size.name+"/workspace", func(b *testing.B) {
 			b.SetBytes(int64(size.n))
 			for b.Loop() {
-				if err := ws.WriteFile(ctx, "src/pkg/f", data); err != nil {
+				if err := ws.WriteFile(ctx, size.rel, data); err != nil {
 					b.Fatal(err)
 				}
 			}

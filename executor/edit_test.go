@@ -3,8 +3,12 @@ package executor_test
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -252,103 +256,106 @@ func TestApplyEdits(t *testing.T) {
 	}
 }
 
+// editErrorCases are edits that ApplyEdits must refuse; want holds parts
+// of the message and index the failing edit.
+var editErrorCases = map[string]struct {
+	src   string
+	edits []executor.Edit
+	index int
+	want  []string
+}{
+	"not found quotes the anchor": {
+		src: goSrc, edits: []executor.Edit{{Old: "retrun 1;", New: ptr("x")}},
+		want: []string{"edit 1 (replace)", `old text not found: "retrun 1;"`, "copy it exactly"},
+	},
+	"ambiguous says how many and suggests": {
+		src: "x\ny\nx\nx\n", edits: []executor.Edit{{Old: "x", New: ptr("z")}},
+		want: []string{"matches 3 places", "lines 1, 3, 4", "more surrounding lines", "all:true"},
+	},
+	"ambiguous at normalised level": {
+		src: "  a\n  a\n", edits: []executor.Edit{{Old: "a ", Delete: true}},
+		want: []string{"edit 1 (delete)", "matches 2 places"},
+	},
+	"ambiguous from": {
+		src: "f\nf\ng\n", edits: []executor.Edit{{From: "f", To: "g", Content: ptr("")}},
+		want: []string{"edit 1 (range)", "from text", "matches 2 places"},
+	},
+	"to missing after from": {
+		src: "end\nstart\n", edits: []executor.Edit{{From: "start", To: "end", Content: ptr("")}},
+		want: []string{`to text "end" not found after the from text (line 2)`},
+	},
+	"range needs both anchors": {
+		src: "a", edits: []executor.Edit{{From: "a", Content: ptr("")}},
+		want: []string{"needs both from and to"},
+	},
+	"range needs content": {
+		src: "ab", edits: []executor.Edit{{From: "a", To: "b"}},
+		want: []string{"needs content"},
+	},
+	"range with all": {
+		src: "ab", edits: []executor.Edit{{From: "a", To: "b", Content: ptr(""), All: true}},
+		want: []string{"all:true does not apply"},
+	},
+	"insert needs content": {
+		src: "a", edits: []executor.Edit{{Old: "a", Insert: "after"}},
+		want: []string{"edit 1 (insert after)", "needs content"},
+	},
+	"insert bad position": {
+		src: "a", edits: []executor.Edit{{Old: "a", Insert: "middle", Content: ptr("x")}},
+		want: []string{`insert is "middle"`, `"before", "after", "start" or "end"`},
+	},
+	"insert before needs old": {
+		src: "a", edits: []executor.Edit{{Insert: "before", Content: ptr("x")}},
+		want: []string{"needs old text"},
+	},
+	"insert end takes no old": {
+		src: "a", edits: []executor.Edit{{Old: "a", Insert: "end", Content: ptr("x")}},
+		want: []string{"takes no old text"},
+	},
+	"delete needs old": {
+		src: "a", edits: []executor.Edit{{Delete: true}},
+		want: []string{"delete needs the old text"},
+	},
+	"replace needs new": {
+		src: "a", edits: []executor.Edit{{Old: "a"}},
+		want: []string{"new is missing"},
+	},
+	"empty edit": {
+		src: "a", edits: []executor.Edit{{}},
+		want: []string{"set old"},
+	},
+	"blank anchor does not match blank lines": {
+		src: "a\n\n\nb\n", edits: []executor.Edit{{Old: " \n", Delete: true}},
+		want: []string{"not found"},
+	},
+	"overlapping edits rejected": {
+		src: "abcdef", index: 1,
+		edits: []executor.Edit{{Old: "bcd", New: ptr("x")}, {Old: "cde", New: ptr("y")}},
+		want:  []string{"edit 2 (replace): overlaps edit 1 at line 1"},
+	},
+	"insert inside a replaced region rejected": {
+		src: "a\nb\nc\n", index: 1,
+		edits: []executor.Edit{{From: "a", To: "c", Content: ptr("x")}, {Old: "b", Insert: "before", Content: ptr("y")}},
+		want:  []string{"edit 2 (insert before): overlaps edit 1"},
+	},
+	"same region twice rejected": {
+		src: "a b", index: 2,
+		edits: []executor.Edit{{Old: "a", New: ptr("1")}, {Old: "b", New: ptr("2")}, {Old: "b", Delete: true}},
+		want:  []string{"edit 3 (delete): overlaps edit 2"},
+	},
+	"long anchor is shortened": {
+		src: "a", edits: []executor.Edit{{Old: strings.Repeat("z", 500), New: ptr("")}},
+		want: []string{`"` + strings.Repeat("z", 120) + `"...`},
+	},
+	"second edit fails": {
+		src: "a b", index: 1,
+		edits: []executor.Edit{{Old: "a", New: ptr("1")}, {Old: "c", New: ptr("2")}},
+		want:  []string{"edit 2 (replace)", `"c"`},
+	},
+}
+
 func TestApplyEditsErrors(t *testing.T) {
-	tests := map[string]struct {
-		src   string
-		edits []executor.Edit
-		index int
-		want  []string
-	}{
-		"not found quotes the anchor": {
-			src: goSrc, edits: []executor.Edit{{Old: "retrun 1;", New: ptr("x")}},
-			want: []string{"edit 1 (replace)", `old text not found: "retrun 1;"`, "copy it exactly"},
-		},
-		"ambiguous says how many and suggests": {
-			src: "x\ny\nx\nx\n", edits: []executor.Edit{{Old: "x", New: ptr("z")}},
-			want: []string{"matches 3 places", "lines 1, 3, 4", "more surrounding lines", "all:true"},
-		},
-		"ambiguous at normalised level": {
-			src: "  a\n  a\n", edits: []executor.Edit{{Old: "a ", Delete: true}},
-			want: []string{"edit 1 (delete)", "matches 2 places"},
-		},
-		"ambiguous from": {
-			src: "f\nf\ng\n", edits: []executor.Edit{{From: "f", To: "g", Content: ptr("")}},
-			want: []string{"edit 1 (range)", "from text", "matches 2 places"},
-		},
-		"to missing after from": {
-			src: "end\nstart\n", edits: []executor.Edit{{From: "start", To: "end", Content: ptr("")}},
-			want: []string{`to text "end" not found after the from text (line 2)`},
-		},
-		"range needs both anchors": {
-			src: "a", edits: []executor.Edit{{From: "a", Content: ptr("")}},
-			want: []string{"needs both from and to"},
-		},
-		"range needs content": {
-			src: "ab", edits: []executor.Edit{{From: "a", To: "b"}},
-			want: []string{"needs content"},
-		},
-		"range with all": {
-			src: "ab", edits: []executor.Edit{{From: "a", To: "b", Content: ptr(""), All: true}},
-			want: []string{"all:true does not apply"},
-		},
-		"insert needs content": {
-			src: "a", edits: []executor.Edit{{Old: "a", Insert: "after"}},
-			want: []string{"edit 1 (insert after)", "needs content"},
-		},
-		"insert bad position": {
-			src: "a", edits: []executor.Edit{{Old: "a", Insert: "middle", Content: ptr("x")}},
-			want: []string{`insert is "middle"`, `"before", "after", "start" or "end"`},
-		},
-		"insert before needs old": {
-			src: "a", edits: []executor.Edit{{Insert: "before", Content: ptr("x")}},
-			want: []string{"needs old text"},
-		},
-		"insert end takes no old": {
-			src: "a", edits: []executor.Edit{{Old: "a", Insert: "end", Content: ptr("x")}},
-			want: []string{"takes no old text"},
-		},
-		"delete needs old": {
-			src: "a", edits: []executor.Edit{{Delete: true}},
-			want: []string{"delete needs the old text"},
-		},
-		"replace needs new": {
-			src: "a", edits: []executor.Edit{{Old: "a"}},
-			want: []string{"new is missing"},
-		},
-		"empty edit": {
-			src: "a", edits: []executor.Edit{{}},
-			want: []string{"set old"},
-		},
-		"blank anchor does not match blank lines": {
-			src: "a\n\n\nb\n", edits: []executor.Edit{{Old: " \n", Delete: true}},
-			want: []string{"not found"},
-		},
-		"overlapping edits rejected": {
-			src: "abcdef", index: 1,
-			edits: []executor.Edit{{Old: "bcd", New: ptr("x")}, {Old: "cde", New: ptr("y")}},
-			want:  []string{"edit 2 (replace): overlaps edit 1 at line 1"},
-		},
-		"insert inside a replaced region rejected": {
-			src: "a\nb\nc\n", index: 1,
-			edits: []executor.Edit{{From: "a", To: "c", Content: ptr("x")}, {Old: "b", Insert: "before", Content: ptr("y")}},
-			want:  []string{"edit 2 (insert before): overlaps edit 1"},
-		},
-		"same region twice rejected": {
-			src: "a b", index: 2,
-			edits: []executor.Edit{{Old: "a", New: ptr("1")}, {Old: "b", New: ptr("2")}, {Old: "b", Delete: true}},
-			want:  []string{"edit 3 (delete): overlaps edit 2"},
-		},
-		"long anchor is shortened": {
-			src: "a", edits: []executor.Edit{{Old: strings.Repeat("z", 500), New: ptr("")}},
-			want: []string{`"` + strings.Repeat("z", 120) + `"...`},
-		},
-		"second edit fails": {
-			src: "a b", index: 1,
-			edits: []executor.Edit{{Old: "a", New: ptr("1")}, {Old: "c", New: ptr("2")}},
-			want:  []string{"edit 2 (replace)", `"c"`},
-		},
-	}
-	for name, tc := range tests {
+	for name, tc := range editErrorCases {
 		t.Run(name, func(t *testing.T) {
 			res, err := executor.ApplyEdits(tc.src, tc.edits)
 			require.Error(t, err)
@@ -362,6 +369,30 @@ func TestApplyEditsErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestEditErrorMessagesGolden keeps every edit error message in
+// testdata/edit_errors.golden for review; go test -run Golden -update
+// rewrites it.
+func TestEditErrorMessagesGolden(t *testing.T) {
+	names := slices.Sorted(maps.Keys(editErrorCases))
+	var b strings.Builder
+	for _, name := range names {
+		tc := editErrorCases[name]
+		_, err := executor.ApplyEdits(tc.src, tc.edits)
+		require.Error(t, err, name)
+		fmt.Fprintf(&b, "%s:\n\t%s\n", name, err)
+	}
+	golden := filepath.Join("testdata", "edit_errors.golden")
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(golden, []byte(b.String()), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err, "run go test -run Golden -update to create it")
+	assert.Equal(t, string(want), b.String())
 }
 
 func FuzzApplyEdits(f *testing.F) {
