@@ -281,7 +281,8 @@ func (c *Client) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecResu
 
 	stdout, stderr := orDiscard(cmd.Stdout), orDiscard(cmd.Stderr)
 	var nOut, nErr int64
-	fr := &frameReader{r: bufio.NewReaderSize(conn, chunkSize+headerSize)}
+	fr := &frameReader{r: bufio.NewReaderSize(conn, 4096)} // large payloads bypass the buffer
+	defer fr.release()
 	var writeErr error
 	for {
 		typ, p, err := fr.next()
@@ -360,7 +361,9 @@ func exitError(prog string, st exitStatus, timeout time.Duration, maxOut int64) 
 
 // copyStdin streams r to the helper in frames, then signals EOF.
 func copyStdin(w io.Writer, wmu *sync.Mutex, r io.Reader) {
-	buf := make([]byte, headerSize+chunkSize)
+	bp := getChunk()
+	defer putChunk(bp)
+	buf := *bp
 	for {
 		n, err := r.Read(buf[headerSize:])
 		if n > 0 {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // Socket names inside the per-sandbox directory ({hostDir} on the host,
@@ -126,11 +127,27 @@ func writeDataFrame(w io.Writer, typ byte, buf []byte, n int) error {
 	return err
 }
 
+// chunkPool holds headerSize+chunkSize buffers for data frames, so a
+// command's output pumps and readers do not allocate 32 KiB each per exec.
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, headerSize+chunkSize); return &b }}
+
+func getChunk() *[]byte  { return chunkPool.Get().(*[]byte) }
+func putChunk(b *[]byte) { chunkPool.Put(b) }
+
 // frameReader reads frames into a reused buffer.
 type frameReader struct {
-	r   io.Reader
-	hdr [headerSize]byte
-	buf []byte
+	r      io.Reader
+	hdr    [headerSize]byte
+	buf    []byte
+	pooled *[]byte
+}
+
+// release returns a pooled buffer; the reader must not be used after.
+func (f *frameReader) release() {
+	if f.pooled != nil {
+		putChunk(f.pooled)
+		f.pooled, f.buf = nil, nil
+	}
 }
 
 // next returns the next frame; payload is valid until the following call.
@@ -143,7 +160,12 @@ func (f *frameReader) next() (byte, []byte, error) {
 		return 0, nil, fmt.Errorf("%w: peer announced %d bytes (cap %d)", ErrFrameTooLarge, n, MaxFrame)
 	}
 	if cap(f.buf) < int(n) {
-		f.buf = make([]byte, max(int(n), chunkSize))
+		if n <= headerSize+chunkSize && f.pooled == nil {
+			f.pooled = getChunk()
+			f.buf = *f.pooled
+		} else {
+			f.buf = make([]byte, n)
+		}
 	}
 	p := f.buf[:n]
 	if _, err := io.ReadFull(f.r, p); err != nil {

@@ -170,7 +170,13 @@ func (s *Server) acceptExec(ln net.Listener) error {
 // serveConn handles one host connection; its first frame picks the exchange.
 func (s *Server) serveConn(c net.Conn) {
 	defer func() { _ = c.Close() }()
-	fr := &frameReader{r: bufio.NewReaderSize(c, chunkSize+headerSize)}
+	fr := &frameReader{r: bufio.NewReaderSize(c, 4096)} // large payloads bypass the buffer
+	handedOff := false                                  // a command's reader goroutine releases fr
+	defer func() {
+		if !handedOff {
+			fr.release()
+		}
+	}()
 	typ, p, err := fr.next()
 	if err != nil {
 		s.log.Debug("exec connection without a first frame", "err", err)
@@ -197,7 +203,7 @@ func (s *Server) serveConn(c net.Conn) {
 			s.sendExit(c, exitStatus{ExitCode: -1, Error: failInvalid, Message: "malformed request: " + err.Error()})
 			return
 		}
-		s.runCommand(c, fr, &req)
+		handedOff = s.runCommand(c, fr, &req)
 	default:
 		s.log.Debug("unknown first frame", "type", string(typ))
 	}
@@ -291,14 +297,16 @@ func (p *proc) killReason() string {
 }
 
 // runCommand starts req in its own process group and streams it over c.
-func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
+// It reports whether it handed fr to a reader goroutine (which then
+// releases it).
+func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) bool {
 	start := time.Now()
 	fail := func(kind, msg string) {
 		s.sendExit(c, exitStatus{ExitCode: -1, Error: kind, Message: msg, DurationNS: int64(time.Since(start))})
 	}
 	if len(req.Args) == 0 || req.ID == "" {
 		fail(failInvalid, "request needs an id and a non-empty args")
-		return
+		return false
 	}
 	dir := req.Dir
 	if dir == "" {
@@ -313,13 +321,13 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		fail(failStart, err.Error())
-		return
+		return false
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(outR, outW)
 		fail(failStart, err.Error())
-		return
+		return false
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	var inR, inW *os.File
@@ -327,7 +335,7 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
 		if inR, inW, err = os.Pipe(); err != nil {
 			closeAll(outR, outW, errR, errW)
 			fail(failStart, err.Error())
-			return
+			return false
 		}
 		cmd.Stdin = inR
 	}
@@ -338,13 +346,13 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
 		s.mu.Unlock()
 		closeAll(outR, outW, errR, errW, inR, inW)
 		fail(failDeadline, "the helper is shutting down")
-		return
+		return false
 	}
 	if _, dup := s.procs[req.ID]; dup {
 		s.mu.Unlock()
 		closeAll(outR, outW, errR, errW, inR, inW)
 		fail(failInvalid, "duplicate command id "+req.ID)
-		return
+		return false
 	}
 	err = cmd.Start()
 	if err != nil {
@@ -355,7 +363,7 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
 			kind = failNotFound
 		}
 		fail(kind, err.Error())
-		return
+		return false
 	}
 	p := &proc{pgid: cmd.Process.Pid, grace: s.opts.KillGrace, marker: []byte(marker)}
 	s.procs[req.ID] = p
@@ -377,7 +385,9 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
 	var pumps sync.WaitGroup
 	pump := func(r *os.File, typ byte) {
 		defer func() { _ = r.Close() }()
-		buf := make([]byte, headerSize+chunkSize)
+		bp := getChunk()
+		defer putChunk(bp)
+		buf := *bp
 		var total int64
 		hostGone := false
 		for {
@@ -423,6 +433,7 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
 		}()
 	}
 	go func() {
+		defer fr.release()
 		stdinOpen := stdin != nil
 		defer func() {
 			if stdinOpen {
@@ -485,6 +496,7 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) {
 	wmu.Lock()
 	s.sendExit(c, st)
 	wmu.Unlock()
+	return true
 }
 
 func closeAll(fs ...*os.File) {
