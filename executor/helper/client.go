@@ -12,6 +12,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/executor"
@@ -24,8 +25,9 @@ const (
 )
 
 // hostGrace is how long the host waits beyond a command's own timeout, or
-// after a cancel, for the helper's exit frame before giving up on it.
-const hostGrace = 5 * time.Second
+// after a cancel, for the helper's exit frame before giving up on it, on
+// top of the helper's kill grace and output drain.
+const hostGrace = 3 * time.Second
 
 // ServeOptions are the helper's command-line options as the host sets them
 // in the container's main command.
@@ -78,7 +80,8 @@ func ServeArgs(binPath string, o ServeOptions) []string {
 // Client is the host side of the helper of one sandbox: it dials
 // {hostDir}/exec.sock once per command.
 type Client struct {
-	sock string
+	sock  string
+	grace atomic.Int64 // ns the host waits for a stopped command's exit frame
 
 	mu     sync.Mutex
 	closed bool
@@ -88,7 +91,9 @@ type Client struct {
 // NewClient returns a client for the helper serving in hostDir, without
 // checking that it is there (WaitReady does).
 func NewClient(hostDir string) *Client {
-	return &Client{sock: SocketPath(hostDir, ExecSocket), conns: map[net.Conn]struct{}{}}
+	c := &Client{sock: SocketPath(hostDir, ExecSocket), conns: map[net.Conn]struct{}{}}
+	c.grace.Store(int64(DefaultKillGrace + drainWait + hostGrace))
+	return c
 }
 
 // WaitReady dials {hostDir}/exec.sock until the helper answers the hello
@@ -152,6 +157,9 @@ func (c *Client) Ping(ctx context.Context) error {
 	}
 	if h.Version != ProtocolVersion {
 		return &versionError{got: h.Version}
+	}
+	if h.KillGraceMS > 0 {
+		c.grace.Store(int64(time.Duration(h.KillGraceMS)*time.Millisecond + drainWait + hostGrace))
 	}
 	return nil
 }
@@ -268,16 +276,17 @@ func (c *Client) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecResu
 		go copyStdin(conn, &wmu, cmd.Stdin)
 	}
 
+	grace := time.Duration(c.grace.Load())
 	// A cancelled ctx kills the command over a separate connection (the main
 	// one may be blocked on stdin), then the exit frame is awaited briefly.
 	canceled := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		close(canceled)
 		c.kill(id)
-		_ = conn.SetReadDeadline(time.Now().Add(hostGrace))
+		_ = conn.SetReadDeadline(time.Now().Add(grace))
 	})
 	defer stop()
-	_ = conn.SetReadDeadline(time.Now().Add(timeout + hostGrace))
+	_ = conn.SetReadDeadline(time.Now().Add(timeout + grace))
 
 	stdout, stderr := orDiscard(cmd.Stdout), orDiscard(cmd.Stderr)
 	var nOut, nErr int64
@@ -295,7 +304,7 @@ func (c *Client) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecResu
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				c.kill(id)
-				return res, fmt.Errorf("helper: exec %q: no answer %s past its timeout: %w", cmd.Args[0], hostGrace, executor.ErrTimeout)
+				return res, fmt.Errorf("helper: exec %q: no answer %s past its timeout: %w", cmd.Args[0], grace, executor.ErrTimeout)
 			}
 			return res, fmt.Errorf("helper: exec %q: connection lost: %w (%w)", cmd.Args[0], executor.ErrNotRunning, err)
 		}

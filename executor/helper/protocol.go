@@ -66,6 +66,9 @@ var ErrFrameTooLarge = errors.New("helper: frame exceeds the size cap")
 type hello struct {
 	Version int `json:"version"`
 	PID     int `json:"pid,omitempty"`
+	// KillGraceMS is the helper's SIGTERM→SIGKILL delay; the host waits
+	// that long (plus the output drain) for a stopped command's exit frame.
+	KillGraceMS int64 `json:"kill_grace_ms,omitempty"`
 }
 
 // execRequest is one command, as the host asks for it.

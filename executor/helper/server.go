@@ -184,7 +184,7 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	switch typ {
 	case frameHello:
-		b, _ := json.Marshal(hello{Version: ProtocolVersion, PID: os.Getpid()})
+		b, _ := json.Marshal(hello{Version: ProtocolVersion, PID: os.Getpid(), KillGraceMS: s.opts.KillGrace.Milliseconds()})
 		_ = writeFrame(c, frameHello, b)
 	case frameKill:
 		var k killRequest
