@@ -2,6 +2,7 @@ package docker
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -118,8 +119,14 @@ func (o Options) withDefaults() (Options, error) {
 	} else if err := executor.ValidateID("instance id", o.InstanceID); err != nil {
 		return o, fmt.Errorf("docker executor: %w", err)
 	}
-	if o.HelperBinary != "" && !filepath.IsAbs(o.HelperBinary) {
-		return o, fmt.Errorf("docker executor: Options.HelperBinary %q is relative; give an absolute host path: %w", o.HelperBinary, executor.ErrInvalid)
+	if o.HelperBinary != "" {
+		if !filepath.IsAbs(o.HelperBinary) {
+			return o, fmt.Errorf("docker executor: Options.HelperBinary %q is relative; give an absolute host path: %w", o.HelperBinary, executor.ErrInvalid)
+		}
+		fi, err := os.Stat(o.HelperBinary)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			return o, fmt.Errorf("docker executor: Options.HelperBinary %s is not an executable file (build it with `make helper`): %w", o.HelperBinary, executor.ErrInvalid)
+		}
 	}
 	setDuration(&o.ReconcileInterval, DefaultReconcileInterval)
 	setDuration(&o.Retention, DefaultRetention)

@@ -72,7 +72,7 @@ func TestNewPlanValidation(t *testing.T) {
 }
 
 func TestContainerConfigBaseline(t *testing.T) {
-	o, err := Options{DataDir: "/data", Image: "img", HelperBinary: "/opt/h"}.withDefaults()
+	o, err := Options{DataDir: "/data", Image: "img", HelperBinary: "/bin/sh"}.withDefaults()
 	require.NoError(t, err)
 	p, err := newPlan(executor.Spec{UserID: "u", ChatID: "c", Timeout: time.Hour}, o, time.Now())
 	require.NoError(t, err)

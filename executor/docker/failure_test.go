@@ -1,0 +1,145 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// assertNothingLeft checks that no sandbox host dir and no container of e
+// remain, and that the chat's lease is free again.
+func assertNothingLeft(t *testing.T, e *Executor, chat string) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(e.o.DataDir, "sandboxes"))
+	require.NoError(t, err)
+	assert.Empty(t, entries, "host dirs left behind")
+	list, err := e.rec.list(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, list, "containers left behind")
+	release, err := e.leases.acquire(context.Background(), "u1/"+chat, 0)
+	require.NoError(t, err, "the lease was released")
+	release()
+}
+
+func TestCreateFailuresLeaveNothing(t *testing.T) {
+	dir := t.TempDir()
+	exits := filepath.Join(dir, "exits")
+	require.NoError(t, os.WriteFile(exits, []byte("#!/bin/sh\nexit 3\n"), 0o755))
+	tests := map[string]struct {
+		opts    func(*Options)
+		spec    func(*executor.Spec)
+		wantErr error
+		want    string
+	}{
+		"missing image": {
+			spec: func(s *executor.Spec) { s.Image = "agentbox/does-not-exist:never" },
+			want: "build or pull it first",
+		},
+		"helper exits at once": {
+			opts:    func(o *Options) { o.HelperBinary = exits },
+			wantErr: executor.ErrNotRunning,
+			want:    "stopped before its helper answered",
+		},
+		"invalid spec": {
+			spec:    func(s *executor.Spec) { s.PidsLimit = -1 },
+			wantErr: executor.ErrInvalid,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var mut []func(*Options)
+			if tc.opts != nil {
+				mut = append(mut, tc.opts)
+			}
+			e := newTestExecutor(t, mut...)
+			spec := testSpec("fail")
+			if tc.spec != nil {
+				tc.spec(&spec)
+			}
+			start := time.Now()
+			_, err := e.Create(context.Background(), spec)
+			require.Error(t, err)
+			if tc.wantErr != nil {
+				assert.ErrorIs(t, err, tc.wantErr)
+			}
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Less(t, time.Since(start), 15*time.Second, "failure is reported promptly")
+			assertNothingLeft(t, e, "fail")
+		})
+	}
+}
+
+func TestNewRejectsMissingHelperBinary(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "plain")
+	require.NoError(t, os.WriteFile(notExec, []byte("x"), 0o644))
+	for name, path := range map[string]string{"missing": filepath.Join(dir, "nope"), "not executable": notExec, "directory": dir} {
+		t.Run(name, func(t *testing.T) {
+			_, err := New(context.Background(), Options{DataDir: t.TempDir(), HelperBinary: path})
+			assert.ErrorIs(t, err, executor.ErrInvalid)
+			assert.Contains(t, err.Error(), "make helper")
+		})
+	}
+}
+
+// TestTwoGatewaysShareDataDir: two executors on one data dir (as two
+// gateway processes would be) never share a chat: the flock next to the
+// workspace makes the second one wait, then fail with ErrBusy.
+func TestTwoGatewaysShareDataDir(t *testing.T) {
+	a := newTestExecutor(t)
+	b := newTestExecutor(t, func(o *Options) { o.DataDir = a.o.DataDir })
+	require.NotEqual(t, a.o.InstanceID, b.o.InstanceID)
+	sb := create(t, a, testSpec("shared"))
+
+	spec := testSpec("shared")
+	spec.LeaseWait = 300 * time.Millisecond
+	start := time.Now()
+	_, err := b.Create(context.Background(), spec)
+	assert.ErrorIs(t, err, executor.ErrBusy)
+	assert.GreaterOrEqual(t, time.Since(start), spec.LeaseWait)
+	assert.Contains(t, err.Error(), "another gateway")
+
+	// Neither reconciler touches the other's live sandbox.
+	removed, err := b.rec.reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, removed)
+
+	require.NoError(t, sb.Close(context.Background()))
+	sb2 := create(t, b, spec)
+	assert.NotEmpty(t, sb2.ID())
+}
+
+// TestSandboxDeadline: the container ends at its deadline by itself and
+// the daemon removes it (AutoRemove); Exec then fails, Close succeeds.
+func TestSandboxDeadline(t *testing.T) {
+	e := newTestExecutor(t)
+	spec := testSpec("deadline")
+	spec.Timeout = 2 * time.Second
+	sb := create(t, e, spec)
+	require.Eventually(t, func() bool {
+		_, err := e.api.ContainerInspect(context.Background(), sb.ID())
+		return cerrdefs.IsNotFound(err)
+	}, 20*time.Second, 100*time.Millisecond, "the daemon removed the container at its deadline")
+	_, err := sb.Exec(context.Background(), &executor.Cmd{Args: []string{"true"}})
+	assert.Error(t, err)
+	assert.True(t, errorsIsAny(err, executor.ErrTimeout, executor.ErrNotRunning), "got %v", err)
+	assert.NoError(t, sb.Close(context.Background()), "a container already gone is not a close error")
+}
+
+func errorsIsAny(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
