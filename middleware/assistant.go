@@ -61,6 +61,18 @@ type Sandbox struct {
 	// Options are passed to the hooks as their third argument, merged under
 	// the request's own options.
 	Options map[string]any
+	// Connector is where the model route forwards the agent's model calls
+	// (ProxyRouter). Its key stays on the host.
+	Connector Connector
+}
+
+// Connector is an assistant's model endpoint.
+type Connector struct {
+	// Upstream is the base URL of the model API (https://api.anthropic.com).
+	Upstream string
+	// Key is the connector's real API key. It never enters the container:
+	// the agent gets a per-request token that only the host's proxy takes.
+	Key string
 }
 
 // Catalog is the gateway's set of assistants, typically loaded by package
