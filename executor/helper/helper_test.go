@@ -61,6 +61,8 @@ func TestExecLocal(t *testing.T) {
 		"stdin":                {cmd: executor.Cmd{Args: []string{"cat"}, Stdin: strings.NewReader("piped\n")}, wantOut: "piped\n"},
 		"stdin ignored":        {cmd: executor.Cmd{Args: []string{"true"}, Stdin: strings.NewReader(strings.Repeat("x", 1<<20))}},
 		"not found":            {cmd: executor.Cmd{Args: []string{"/nonexistent/prog"}}, wantIs: executor.ErrNotFound, wantCode: -1},
+		"not on own PATH":      {cmd: executor.Cmd{Args: []string{"sh", "-c", "true"}, Env: []string{"PATH=/nonexistent"}}, wantIs: executor.ErrNotFound, wantCode: -1},
+		"found on own PATH":    {cmd: executor.Cmd{Args: []string{"sh", "-c", "echo $PATH"}, Env: []string{"PATH=/nonexistent:/bin:/usr/bin"}}, wantOut: "/nonexistent:/bin:/usr/bin\n"},
 		"empty args":           {cmd: executor.Cmd{}, wantIs: executor.ErrInvalid, wantCode: -1},
 		"timeout kills group": {
 			cmd:    executor.Cmd{Args: []string{"sh", "-c", "sleep 30 & sleep 30; wait"}, Timeout: 200 * time.Millisecond},

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -313,6 +314,10 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) bool 
 		dir = s.opts.Workdir
 	}
 	cmd := exec.Command(req.Args[0], req.Args[1:]...)
+	if p, ok := envPath(req.Env); ok && !strings.Contains(req.Args[0], "/") {
+		// The command's own PATH decides, as it would in a shell.
+		cmd.Path, cmd.Err = lookPath(req.Args[0], p)
+	}
 	marker := ExecIDEnv + "=" + req.ID
 	cmd.Env = append(append(os.Environ(), req.Env...), marker)
 	cmd.Dir = dir
@@ -497,6 +502,31 @@ func (s *Server) runCommand(c net.Conn, fr *frameReader, req *execRequest) bool 
 	s.sendExit(c, st)
 	wmu.Unlock()
 	return true
+}
+
+// envPath returns the last PATH set in env.
+func envPath(env []string) (string, bool) {
+	path, ok := "", false
+	for _, kv := range env {
+		if v, found := strings.CutPrefix(kv, "PATH="); found {
+			path, ok = v, true
+		}
+	}
+	return path, ok
+}
+
+// lookPath finds an executable name in the directories of path.
+func lookPath(name, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		f := filepath.Join(dir, name)
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return f, nil
+		}
+	}
+	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
 }
 
 func closeAll(fs ...*os.File) {
