@@ -313,6 +313,10 @@ func TestE2E(t *testing.T) {
 	}{
 		{"upstream 401 fails fast", scriptedapi.ErrUnauthorized, 401},
 		{"upstream 500 fails fast", scriptedapi.ErrInternal, 500},
+		{"upstream 400 prompt too long", scriptedapi.ErrPromptTooLong, 400},
+		{"upstream 404 model not found", scriptedapi.ErrModelNotFound, 404},
+		{"upstream 429 rate limited", scriptedapi.ErrRateLimited, 429},
+		{"upstream 529 overloaded", scriptedapi.ErrOverloaded, 529},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := scriptedapi.Start(scriptedapi.WithScript(func(*scriptedapi.Request) scriptedapi.Turn { return scriptedapi.Fail(tc.err) }))
@@ -321,7 +325,9 @@ func TestE2E(t *testing.T) {
 			require.NoError(t, run.err)
 			assert.True(t, run.comp.IsError)
 			assert.Equal(t, executor.FinishError, run.comp.FinishReason)
-			assert.Equal(t, tc.status, run.comp.APIErrorStatus)
+			if tc.status != 529 { // the CLI reports repeated 529s without a status (transcript d3)
+				assert.Equal(t, tc.status, run.comp.APIErrorStatus)
+			}
 			assert.NotEmpty(t, run.comp.Errors)
 			assert.Empty(t, run.comp.Content)
 			assert.Less(t, run.wall, 20*time.Second, "bounded retries, not a three-minute storm")
