@@ -80,6 +80,7 @@ func ServeArgs(binPath string, o ServeOptions) []string {
 // Client is the host side of the helper of one sandbox: it dials
 // {hostDir}/exec.sock once per command.
 type Client struct {
+	dir   string
 	sock  string
 	grace atomic.Int64 // ns the host waits for a stopped command's exit frame
 
@@ -91,7 +92,7 @@ type Client struct {
 // NewClient returns a client for the helper serving in hostDir, without
 // checking that it is there (WaitReady does).
 func NewClient(hostDir string) *Client {
-	c := &Client{sock: SocketPath(hostDir, ExecSocket), conns: map[net.Conn]struct{}{}}
+	c := &Client{dir: hostDir, sock: SocketPath(hostDir, ExecSocket), conns: map[net.Conn]struct{}{}}
 	c.grace.Store(int64(DefaultKillGrace + drainWait + hostGrace))
 	return c
 }
@@ -172,8 +173,7 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 	if closed {
 		return nil, fmt.Errorf("helper: client closed: %w", executor.ErrNotRunning)
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.sock)
+	conn, err := dialSock(ctx, c.dir, ExecSocket)
 	if err != nil {
 		return nil, fmt.Errorf("helper: dial %s: %w (%w)", c.sock, executor.ErrNotRunning, err)
 	}
@@ -213,8 +213,7 @@ func (c *Client) Close() error {
 func (c *Client) kill(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.sock)
+	conn, err := dialSock(ctx, c.dir, ExecSocket)
 	if err != nil {
 		return
 	}

@@ -1,6 +1,7 @@
 package helper
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +26,9 @@ func (s *Server) acceptModel(ln net.Listener) error {
 			return fmt.Errorf("helper: accept on model port: %w", err)
 		}
 		go func() {
-			up, err := net.DialTimeout("unix", host, dialTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+			up, err := dialSock(ctx, s.opts.Dir, ModelSocket)
+			cancel()
 			if err != nil {
 				s.log.Warn("model proxy unreachable", "socket", host, "err", err)
 				_ = c.Close()

@@ -241,3 +241,39 @@ func TestExecSocketRefusesOversizedFrame(t *testing.T) {
 	require.ErrorIs(t, err, ErrFrameTooLarge, "the host side refuses the same")
 	require.NoError(t, c.Ping(context.Background()))
 }
+
+// TestLongSocketPaths: host directories whose socket paths exceed the
+// kernel's 108-byte sun_path still work (dialled through /proc/self/fd).
+func TestLongSocketPaths(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sandboxes", strings.Repeat("0123456789abcdef", 4))
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	require.Greater(t, len(SocketPath(dir, ExecSocket)), maxSockPath)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- NewServer(ServerOptions{Dir: dir, Workdir: dir}).Run(ctx) }()
+	defer func() { cancel(); assert.NoError(t, <-done) }()
+	c, err := WaitReady(ctxTimeout(t, 5*time.Second), dir)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	_, err = c.Exec(context.Background(), &executor.Cmd{Args: []string{"echo", "long"}, Stdout: &out})
+	require.NoError(t, err)
+	assert.Equal(t, "long\n", out.String())
+
+	ln, err := ListenHostSocket(dir, MCPSocket, -1, -1)
+	require.NoError(t, err)
+	defer func() { _ = ln.Close() }()
+	fi, err := os.Stat(SocketPath(dir, MCPSocket))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	go func() {
+		if conn, err := ln.Accept(); err == nil {
+			_, _ = io.WriteString(conn, "hi\n")
+			_ = conn.Close()
+		}
+	}()
+	conn, err := dialSock(context.Background(), dir, MCPSocket)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(conn)
+	_ = conn.Close()
+	assert.Equal(t, "hi\n", string(b))
+}

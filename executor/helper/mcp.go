@@ -151,8 +151,7 @@ func RunMCPRelay(ctx context.Context, o MCPRelayOptions) error {
 	if err != nil {
 		return err
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", SocketPath(o.Dir, MCPSocket))
+	conn, err := dialSock(ctx, o.Dir, MCPSocket)
 	if err != nil {
 		return fmt.Errorf("helper: mcp relay: dial host: %w", err)
 	}

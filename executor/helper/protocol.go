@@ -1,6 +1,7 @@
 package helper
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -191,7 +192,7 @@ func ListenHostSocket(hostDir, name string, uid, gid int) (net.Listener, error) 
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("helper: remove stale %s: %w", path, err)
 	}
-	ln, err := net.Listen("unix", path)
+	ln, err := listenSock(context.Background(), hostDir, name)
 	if err != nil {
 		return nil, fmt.Errorf("helper: listen on %s: %w", path, err)
 	}

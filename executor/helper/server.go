@@ -92,13 +92,13 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("helper: remove stale %s: %w", sock, err)
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "unix", sock)
+	ln, err := listenSock(ctx, s.opts.Dir, ExecSocket)
 	if err != nil {
 		return fmt.Errorf("helper: listen on %s: %w; is the per-sandbox directory mounted writable at %s?", sock, err, s.opts.Dir)
 	}
 	var mln net.Listener
 	if s.opts.ModelPort > 0 {
+		var lc net.ListenConfig
 		mln, err = lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.ModelPort)))
 		if err != nil {
 			_ = ln.Close()
