@@ -17,9 +17,9 @@ const DefaultMaxLine = 64 << 20
 // are assembled in a growing buffer.
 const readBufferSize = 64 << 10
 
-// keepBuffer is the largest assembly buffer kept between lines; a bigger one
-// (left by a huge line) is released so one long line does not pin its memory
-// for the rest of the stream.
+// keepBuffer is the largest assembly buffer kept after a short line; a
+// bigger one (left by a huge line) is released so one long line does not pin
+// its memory for the rest of the stream.
 const keepBuffer = 1 << 20
 
 // ErrLineTooLong is matched (errors.Is) by the *LineTooLongError a Reader
@@ -84,7 +84,9 @@ func (r *Reader) ReadLine() ([]byte, error) {
 			return nil, err
 		}
 	}
-	if cap(r.buf) > keepBuffer {
+	if cap(r.buf) > keepBuffer && len(r.buf) <= keepBuffer/4 {
+		// The last line was small: the big buffer a long line left is
+		// not needed any more. Runs of long lines keep reusing it.
 		r.buf = nil
 	}
 	r.buf = r.buf[:0]
@@ -98,6 +100,7 @@ func (r *Reader) ReadLine() ([]byte, error) {
 		if n > r.max {
 			return nil, r.tooLong(chunk, errors.Is(err, bufio.ErrBufferFull))
 		}
+		r.grow(len(chunk))
 		r.buf = append(r.buf, chunk...)
 		switch {
 		case complete:
@@ -112,6 +115,21 @@ func (r *Reader) ReadLine() ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// grow makes room for n more bytes, doubling the buffer (append alone grows
+// large slices by about a quarter, which costs several times a long line's
+// size in copies) but never past the cap.
+func (r *Reader) grow(n int) {
+	need := len(r.buf) + n
+	if need <= cap(r.buf) {
+		return
+	}
+	c := max(2*cap(r.buf), need, readBufferSize)
+	c = min(c, max(need, r.max+1))
+	nb := make([]byte, len(r.buf), c)
+	copy(nb, r.buf)
+	r.buf = nb
 }
 
 // tooLong builds the error for the current line; unfinished says the rest

@@ -1,6 +1,7 @@
 package jsonl
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -113,14 +114,19 @@ func TestReadLineUnderlyingError(t *testing.T) {
 
 func TestReadLineReleasesHugeBuffer(t *testing.T) {
 	huge := strings.Repeat("h", 4*keepBuffer)
-	r := NewReader(strings.NewReader(huge+"\nsmall\n"), 0)
+	r := NewReader(strings.NewReader(huge+"\n"+huge+"\nsmall\nsmall2\n"), 0)
+	for range 2 {
+		line, err := r.ReadLine()
+		require.NoError(t, err)
+		assert.Len(t, line, len(huge))
+	}
 	line, err := r.ReadLine()
 	require.NoError(t, err)
-	assert.Len(t, line, len(huge))
+	assert.Equal(t, "small", string(line))
 	line, err = r.ReadLine()
 	require.NoError(t, err)
-	assert.Equal(t, "small", string(line))
-	assert.LessOrEqual(t, cap(r.buf), keepBuffer)
+	assert.Equal(t, "small2", string(line))
+	assert.LessOrEqual(t, cap(r.buf), keepBuffer, "released one short line after the long ones")
 }
 
 // reference splits input the simple way, applying the cap.
@@ -181,16 +187,29 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// BenchmarkReadLine compares the bounded reader with the unbounded
+// bufio.Reader.ReadBytes baseline over 16 MiB of lines of each size.
 func BenchmarkReadLine(b *testing.B) {
 	for _, size := range []int{100, 64 << 10, 8 << 20} {
 		line := append(bytes.Repeat([]byte("x"), size), '\n')
 		input := bytes.Repeat(line, max(1, (16<<20)/len(line)))
-		b.Run(fmt.Sprintf("line=%dB", size), func(b *testing.B) {
+		b.Run(fmt.Sprintf("jsonl/line=%dB", size), func(b *testing.B) {
 			b.SetBytes(int64(len(input)))
 			for b.Loop() {
 				r := NewReader(bytes.NewReader(input), 0)
 				for {
 					if _, err := r.ReadLine(); err != nil {
+						break
+					}
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("bufio.ReadBytes/line=%dB", size), func(b *testing.B) {
+			b.SetBytes(int64(len(input)))
+			for b.Loop() {
+				r := bufio.NewReaderSize(bytes.NewReader(input), readBufferSize)
+				for {
+					if _, err := r.ReadBytes('\n'); err != nil {
 						break
 					}
 				}
