@@ -17,6 +17,19 @@
 // itself, and AutoRemove makes the daemon delete the container then, even
 // when no gateway is alive.
 //
+// Commands run on one of two paths behind the internal commandRunner
+// interface. With the in-container helper (Options.HelperBinary mounted
+// read-only, or Options.UseImageHelper) the helper is the main process and
+// Exec goes over its socket in the per-sandbox host directory (~1 ms). Without
+// it, Exec uses the Docker exec API (tens of ms): every command carries a
+// token in its environment, and because Docker cannot kill an exec, a second
+// exec runs a kill script that finds the token's processes and their
+// sessions in /proc (SIGTERM, SIGKILL after Options.StopGrace); when even
+// that cannot start (a fork bomb at the pids limit) the container is
+// killed. OOM kills are read from the container's memory cgroup counter
+// (on the host when reachable, else by exec), since State.OOMKilled only
+// covers the main process.
+//
 // Concurrency: an Executor is safe for concurrent use. One chat runs one
 // request at a time: Create leases the chat in this process and takes an
 // flock next to the workspace so that gateways sharing a data directory

@@ -99,6 +99,7 @@ const (
 	stopCancel
 	stopOutput
 	stopWriter
+	stopStream
 )
 
 func (d *dockerExec) run(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
@@ -160,6 +161,8 @@ func (d *dockerExec) run(ctx context.Context, cmd *executor.Cmd) (executor.ExecR
 			reason = stopOutput
 		case copyErr != nil && (stdout.werr != nil || stderr.werr != nil):
 			reason = stopWriter
+		case copyErr != nil:
+			reason = stopStream
 		}
 	case <-capHit:
 		reason = stopOutput
@@ -204,9 +207,8 @@ func (d *dockerExec) run(ctx context.Context, cmd *executor.Cmd) (executor.ExecR
 		return res, fmt.Errorf("exec %q: wrote more than %d bytes to stdout or stderr and was stopped; write large output to a file in the workspace or raise Cmd.MaxOutput: %w", cmd.Args[0], cmd.MaxOutput, executor.ErrOutputTooLarge)
 	case stopWriter:
 		return res, fmt.Errorf("exec %q: writing its output: %w", cmd.Args[0], errors.Join(stdout.werr, stderr.werr))
-	}
-	if copyErr != nil {
-		return res, fmt.Errorf("exec %q: reading output: %w", cmd.Args[0], copyErr)
+	case stopStream:
+		return res, fmt.Errorf("exec %q: the output stream broke and the command was stopped: %w", cmd.Args[0], copyErr)
 	}
 	return res, nil
 }

@@ -34,6 +34,8 @@ type Executor struct {
 	pending map[string]bool     // sandbox ids being created
 	closed  bool
 
+	inflight sync.WaitGroup // creates under way
+
 	rec     *reconciler
 	ret     *retention
 	stopBg  chan struct{}
@@ -217,8 +219,16 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 	}
 	sb.release = release
 	e.mu.Lock()
-	e.open[sbID] = sb
+	closed := e.closed
+	if !closed {
+		e.open[sbID] = sb
+	}
 	e.mu.Unlock()
+	if closed {
+		// Close ran while the container started: it did not see this one.
+		err := sb.Close(ctx)
+		return nil, fmt.Errorf("create sandbox for chat %s: the executor was closed meanwhile: %w", chat, errors.Join(executor.ErrNotRunning, err))
+	}
 	logger.Debug("sandbox ready", "sandbox", sbID, "container", shortID(sb.id), "duration", time.Since(start), "exec_path", sb.runner.path(), "oom_counter", fmt.Sprintf("%T", sb.oom))
 	return sb, nil
 }
@@ -412,6 +422,7 @@ func (e *Executor) addPending(id string) bool {
 		return false
 	}
 	e.pending[id] = true
+	e.inflight.Add(1)
 	return true
 }
 
@@ -419,6 +430,7 @@ func (e *Executor) donePending(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.pending, id)
+	e.inflight.Done()
 }
 
 func (e *Executor) forget(s *Sandbox) {
@@ -445,16 +457,26 @@ func (e *Executor) Close() error {
 		return nil
 	}
 	e.closed = true
+	e.mu.Unlock()
+	close(e.stopBg)
+	e.bgDone.Wait()
+	// Creates under way finish first (and close what they made), so that
+	// the client and the data dir are still open for them.
+	e.inflight.Wait()
+	e.mu.Lock()
 	open := make([]*Sandbox, 0, len(e.open))
 	for _, s := range e.open {
 		open = append(open, s)
 	}
 	e.mu.Unlock()
-	close(e.stopBg)
-	e.bgDone.Wait()
 	var errs []error
 	for _, s := range open {
 		errs = append(errs, s.Close(context.Background()))
+	}
+	// Our lock file goes while we still hold it; reconcilers that look
+	// afterwards find no file, which also means "gone".
+	if err := e.root.Remove(instanceLockName(e.o.InstanceID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
 	}
 	errs = append(errs, e.inst.Close(), e.root.Close(), e.api.Close())
 	e.logger.Debug("executor closed", "sandboxes_closed", len(open))

@@ -3,16 +3,21 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // assertNothingLeft checks that no sandbox host dir and no container of e
@@ -142,4 +147,41 @@ func errorsIsAny(err error, targets ...error) bool {
 		}
 	}
 	return false
+}
+
+// TestCloseDuringCreate: an executor closed while creates are under way
+// leaves no container behind and every create either returned a sandbox
+// that Close then closed, or an error.
+func TestCloseDuringCreate(t *testing.T) {
+	img := testenv.RequireImage(t)
+	e, err := New(context.Background(), Options{DataDir: t.TempDir(), Image: img, Logger: testLogger(t), ReconcileInterval: -1, RetentionInterval: -1})
+	require.NoError(t, err)
+	const n = 4
+	results := make(chan error, n)
+	for i := range n {
+		go func() {
+			sb, err := e.Create(context.Background(), testSpec(fmt.Sprintf("cdc-%d", i)))
+			if err == nil {
+				_, err = sb.Exec(context.Background(), &executor.Cmd{Args: []string{"true"}})
+			}
+			results <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, e.Close())
+	for range n {
+		if err := <-results; err != nil {
+			assert.ErrorIs(t, err, executor.ErrNotRunning)
+		}
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	require.NoError(t, err)
+	defer func() { _ = cli.Close() }()
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelDataDir+"="+e.o.DataDir))})
+	require.NoError(t, err)
+	assert.Empty(t, list, "containers left after Close")
+	entries, err := os.ReadDir(filepath.Join(e.o.DataDir, "sandboxes"))
+	require.NoError(t, err)
+	assert.Empty(t, entries)
+	assert.NoFileExists(t, filepath.Join(e.o.DataDir, instanceLockName(e.o.InstanceID)))
 }
