@@ -1,0 +1,109 @@
+package middleware
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/agentbox/agentbox/config"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/hooks"
+)
+
+// DefaultSkillsDir is where an assistant's skills are placed in the
+// workspace: Claude Code discovers them there.
+const DefaultSkillsDir = ".claude/skills"
+
+// ConfigOptions configure CatalogFromConfig.
+type ConfigOptions struct {
+	// Hooks compiles an assistant's hooks file (config.Assistant.Hooks,
+	// src/index.ts or src/index.js); package jsapi provides it. It is
+	// required when an assistant has hooks: a hook may reject requests, so
+	// leaving it out silently is not an option.
+	Hooks func(a *config.Assistant) (hooks.Hooks, error)
+	// MCP adapts each MCP server for the container (config.HelperRelay
+	// routes it through the in-container helper); nil keeps the servers as
+	// declared.
+	MCP config.MCPTransform
+	// SkillsDir is where skills go in the workspace (DefaultSkillsDir when
+	// empty).
+	SkillsDir string
+}
+
+// CatalogFromConfig builds the Catalog of a loaded gateway directory:
+// each config.Assistant becomes an Assistant whose Sandbox carries the
+// container settings, the skills' files, the system prompt, the
+// connector's model, host and key, the runner's arguments, the MCP
+// configuration and its allowed tools. Every problem is reported at once.
+func CatalogFromConfig(g *config.Gateway, o ConfigOptions) (*StaticCatalog, error) {
+	if o.SkillsDir == "" {
+		o.SkillsDir = DefaultSkillsDir
+	}
+	ids := make([]string, 0, len(g.Assistants))
+	for id := range g.Assistants {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var list []*Assistant
+	var errs []error
+	for _, id := range ids {
+		a, err := fromConfig(g.Assistants[id], o)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("assistant %q: %w", id, err))
+			continue
+		}
+		list = append(list, a)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("middleware: %w", err)
+	}
+	return NewCatalog(list...)
+}
+
+func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
+	a := &Assistant{ID: ca.ID, Name: ca.Name}
+	var errs []error
+	if ca.Hooks != "" {
+		if o.Hooks == nil {
+			errs = append(errs, fmt.Errorf("it has hooks (%s) and ConfigOptions.Hooks is nil; pass the hook compiler (jsapi)", ca.Hooks))
+		} else if h, err := o.Hooks(ca); err != nil {
+			errs = append(errs, fmt.Errorf("hooks: %w", err))
+		} else {
+			a.Hooks = h
+		}
+	}
+	if ca.Sandbox == nil {
+		return a, errors.Join(errs...)
+	}
+	sb := ca.Sandbox
+	v := sb.Spec()
+	s := &Sandbox{
+		Runner: sb.Command,
+		Spec: executor.Spec{
+			Image: v.Image, MemoryBytes: v.MemoryBytes, CPUs: v.CPUs, PidsLimit: v.PidsLimit, Timeout: v.Timeout,
+			Network: v.Network, Runtime: v.Runtime, User: v.User, ConfigHash: v.ConfigHash, LeaseWait: v.LeaseWait,
+		},
+		StallTimeout: sb.StallTimeout,
+		Run: executor.RunRequest{
+			SystemPrompt: ca.SystemPrompt(),
+			Arguments:    sb.Arguments,
+			AllowedTools: ca.MCPAllowedTools(),
+		},
+	}
+	if c := ca.Connector; c != nil {
+		s.Run.Model = c.Model
+		s.Connector = Connector{Upstream: c.Host, Key: c.Key.Reveal()}
+	}
+	files, err := ca.SkillFiles(o.SkillsDir)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(files) > 0 {
+		s.Files = files
+	}
+	if s.Run.MCPConfig, err = ca.MCPConfig(o.MCP); err != nil {
+		errs = append(errs, fmt.Errorf("mcp: %w", err))
+	}
+	a.Sandbox = s
+	return a, errors.Join(errs...)
+}

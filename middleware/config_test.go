@@ -1,0 +1,120 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/agentbox/agentbox/config"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/hooks"
+	"github.com/agentbox/agentbox/middleware"
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// loadFixture loads config's fixture gateway (coder with skills, MCP
+// servers and hooks; qa without sandbox; pair on cursor).
+func loadFixture(t *testing.T) *config.Gateway {
+	t.Helper()
+	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-fixture", "DEEPSEEK_API_KEY": "sk-ds", "CURSOR_API_KEY": "cur-key", "SEARCH_TOKEN": "search-tok"}
+	g, err := config.Load(filepath.Join("..", "config", "testdata", "gateway"), config.LoadOptions{
+		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, HostCPUs: -1, HostMemoryBytes: -1,
+	})
+	require.NoError(t, err)
+	return g
+}
+
+func TestCatalogFromConfig(t *testing.T) {
+	g := loadFixture(t)
+	var compiled []string
+	cat, err := middleware.CatalogFromConfig(g, middleware.ConfigOptions{
+		Hooks: func(a *config.Assistant) (hooks.Hooks, error) {
+			compiled = append(compiled, a.ID)
+			return hooks.Funcs{}, nil
+		},
+	})
+	require.NoError(t, err)
+	list, err := cat.List(context.Background())
+	require.NoError(t, err)
+	var ids []string
+	for _, a := range list {
+		ids = append(ids, a.ID)
+	}
+	assert.Equal(t, []string{"coder", "pair", "qa"}, ids)
+	assert.Equal(t, []string{"coder"}, compiled, "only coder has hooks")
+
+	qa, err := cat.Lookup(context.Background(), "qa")
+	require.NoError(t, err)
+	assert.Nil(t, qa.Sandbox, "no sandbox block: pass-through")
+
+	coder, err := cat.Lookup(context.Background(), "coder")
+	require.NoError(t, err)
+	require.NotNil(t, coder.Sandbox)
+	ca := g.Assistants["coder"]
+	sb := coder.Sandbox
+	assert.Equal(t, ca.Sandbox.Command, sb.Runner)
+	assert.Equal(t, ca.Sandbox.Image, sb.Spec.Image)
+	assert.Equal(t, ca.Sandbox.MemoryBytes, sb.Spec.MemoryBytes)
+	assert.Equal(t, ca.Sandbox.Timeout, sb.Spec.Timeout)
+	assert.Equal(t, ca.Sandbox.ConfigHash(), sb.Spec.ConfigHash)
+	assert.Equal(t, ca.Sandbox.StallTimeout, sb.StallTimeout)
+	assert.Equal(t, ca.SystemPrompt(), sb.Run.SystemPrompt)
+	assert.NotEmpty(t, sb.Run.SystemPrompt)
+	assert.Equal(t, ca.Connector.Model, sb.Run.Model)
+	assert.Equal(t, middleware.Connector{Upstream: ca.Connector.Host, Key: "sk-ds"}, sb.Connector, "coder uses the deepseek connector")
+	assert.Equal(t, ca.MCPAllowedTools(), sb.Run.AllowedTools)
+	assert.JSONEq(t, string(mustMCP(t, ca)), string(sb.Run.MCPConfig))
+
+	var files []string
+	for name := range sb.Files {
+		files = append(files, name)
+	}
+	sort.Strings(files)
+	assert.Contains(t, files, ".claude/skills/code-review/SKILL.md")
+	assert.Contains(t, files, ".claude/skills/code-review/scripts/lint.sh")
+	assert.NotContains(t, files, ".claude/skills/misnamed/SKILL.md", "refused skills are not placed")
+
+	// The catalog passes the Orchestrator's validation with the runners
+	// it names.
+	_, err = middleware.New(context.Background(), middleware.Options{
+		Catalog:     cat,
+		NewExecutor: func(context.Context, hclog.Logger) (executor.Executor, error) { return executortestExecutor(t), nil },
+		Runners:     []executor.Runner{namedRunner("claude"), namedRunner("cursor")},
+	})
+	require.NoError(t, err)
+}
+
+func mustMCP(t *testing.T, a *config.Assistant) []byte {
+	t.Helper()
+	b, err := a.MCPConfig(nil)
+	require.NoError(t, err)
+	return b
+}
+
+func TestCatalogFromConfigErrors(t *testing.T) {
+	g := loadFixture(t)
+	_, err := middleware.CatalogFromConfig(g, middleware.ConfigOptions{})
+	assert.ErrorContains(t, err, `assistant "coder": it has hooks`)
+	assert.ErrorContains(t, err, "ConfigOptions.Hooks is nil")
+
+	_, err = middleware.CatalogFromConfig(g, middleware.ConfigOptions{Hooks: func(*config.Assistant) (hooks.Hooks, error) {
+		return nil, errors.New("src/index.ts:3:7: syntax error")
+	}})
+	assert.ErrorContains(t, err, `assistant "coder": hooks: src/index.ts:3:7: syntax error`)
+}
+
+// namedRunner is a Runner that only has a name, for validation.
+type namedRunner string
+
+func (r namedRunner) Name() string { return string(r) }
+func (r namedRunner) Invocation(executor.RunRequest) (executor.Invocation, error) {
+	return executor.Invocation{}, errors.New("namedRunner does not run")
+}
+func (r namedRunner) Parse(context.Context, io.Reader, func(executor.Event) error) (executor.Completion, error) {
+	return executor.Completion{}, errors.New("namedRunner does not parse")
+}
