@@ -202,6 +202,27 @@ func TestMemoryBombReportedAsOOM(t *testing.T) {
 	})
 }
 
+// TestMemoryBombOOMCounterByExec forces the OOM counter read through exec
+// inside the container, the path used when the gateway cannot see the
+// daemon host's cgroup filesystem (remote daemon, gateway in a container).
+func TestMemoryBombOOMCounterByExec(t *testing.T) {
+	e := newTestExecutor(t)
+	spec := testSpec("oom-exec")
+	spec.MemoryBytes = 64 << 20
+	sb := create(t, e, spec)
+	sb.oom, sb.oomHost = execOOMCounter{d: sb.docker}, false
+	n, err := sb.readOOM(context.Background())
+	require.NoError(t, err, "the cgroup's oom_kill counter is readable from inside")
+	assert.Zero(t, n)
+	res, err := sb.Exec(context.Background(), &executor.Cmd{Args: []string{"sh", "-c", "tail /dev/zero; exit 0"}, Timeout: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, 0, res.ExitCode)
+	assert.True(t, res.OOMKilled)
+	res, err = sb.Exec(context.Background(), &executor.Cmd{Args: []string{"true"}})
+	require.NoError(t, err)
+	assert.False(t, res.OOMKilled)
+}
+
 // TestForkBombStopsAtPidsLimit: a fork bomb hits the pids limit, the host
 // stays responsive, and the command is stopped at its timeout.
 func TestForkBombStopsAtPidsLimit(t *testing.T) {
