@@ -277,3 +277,18 @@ func TestLongSocketPaths(t *testing.T) {
 	_ = conn.Close()
 	assert.Equal(t, "hi\n", string(b))
 }
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// TestExecStdoutWriteError: a failing Stdout ends the command (killed, not
+// left running) and Exec reports the write error.
+func TestExecStdoutWriteError(t *testing.T) {
+	c, _ := startLocal(t, ServerOptions{KillGrace: 100 * time.Millisecond})
+	start := time.Now()
+	_, err := c.Exec(context.Background(), &executor.Cmd{Args: []string{"sh", "-c", "echo x; sleep 30"}, Stdout: failingWriter{}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "disk full")
+	assert.Less(t, time.Since(start), 5*time.Second)
+}

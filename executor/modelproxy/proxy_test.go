@@ -2,6 +2,7 @@ package modelproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,10 +11,12 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
@@ -326,4 +329,39 @@ func TestOversizedBodyRefusedAtCap(t *testing.T) {
 	assert.Less(t, body.read.Load(), int64(16<<20), "the client could not push the whole 300 MB")
 	assert.Zero(t, up.hits.Load())
 	t.Logf("sender pushed %d bytes before the refusal", body.read.Load())
+}
+
+// TestLogsHoldNoSecrets: at trace level, through accepted, refused and
+// failed calls, neither the connector key nor the token is logged.
+func TestLogsHoldNoSecrets(t *testing.T) {
+	up := newUpstream(t)
+	var logs syncBuffer
+	lg := hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: &logs})
+	p := newProxy(t, up.URL, func(o *Options) { o.Logger = lg; o.Budget.MaxRequests = 1 })
+	c := serveUnix(t, p)
+	post(t, c, map[string]string{"X-Api-Key": testToken}, jsonReq)
+	post(t, c, map[string]string{"X-Api-Key": testToken}, jsonReq) // over budget
+	post(t, c, map[string]string{"X-Api-Key": "abx-wrong"}, jsonReq)
+	post(t, c, map[string]string{"Authorization": "Bearer " + testKey}, jsonReq)
+	out := logs.String()
+	require.NotEmpty(t, out)
+	assert.NotContains(t, out, testKey)
+	assert.NotContains(t, out, testToken)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
