@@ -193,7 +193,9 @@ func (s *Sandbox) stop(ctx context.Context, reason string) {
 // deletes the host directory, closes the workspace handle and releases the
 // chat. It runs on a context the caller cannot cancel, bounded by the stop
 // grace plus a margin, keeps the workspace, and is safe to call more than
-// once (later calls return the first result).
+// once (later calls return the first result). When the removal fails the
+// chat is released all the same; the container is then this instance's
+// with no lease, which the next reconcile removes.
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
