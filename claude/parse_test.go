@@ -278,3 +278,35 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParse compares Parse over a recorded tool-using transcript with
+// the floor of any parser: reading the same lines and decoding each into a
+// map.
+func BenchmarkParse(b *testing.B) {
+	raw, err := os.ReadFile("testdata/recorded/files.jsonl")
+	require.NoError(b, err)
+	b.Run("claude.Parse", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if _, err := claude.New().Parse(context.Background(), bytes.NewReader(raw), func(executor.Event) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("baseline_unmarshal_lines", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			r := jsonl.NewReader(bytes.NewReader(raw), 0)
+			for {
+				line, err := r.ReadLine()
+				if err != nil {
+					break
+				}
+				var m map[string]any
+				if err := json.Unmarshal(line, &m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}

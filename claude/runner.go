@@ -260,8 +260,11 @@ func (r *Runner) Invocation(req executor.RunRequest) (executor.Invocation, error
 	if req.Model != "" {
 		argv = append(argv, "--model", req.Model)
 	}
-	allowed := mergeTools(DefaultAllowedTools, args.AllowedTools, req.AllowedTools)
-	argv = append(argv, "--allowedTools="+strings.Join(allowed, ","))
+	allowed := slices.DeleteFunc(mergeTools(DefaultAllowedTools, args.AllowedTools, req.AllowedTools),
+		func(t string) bool { return slices.Contains(args.DisallowedTools, t) })
+	if len(allowed) > 0 {
+		argv = append(argv, "--allowedTools="+strings.Join(allowed, ","))
+	}
 	if len(args.DisallowedTools) > 0 {
 		argv = append(argv, "--disallowedTools="+strings.Join(args.DisallowedTools, ","))
 	}

@@ -125,6 +125,17 @@ func TestInvocationArguments(t *testing.T) {
 	assert.Equal(t, "0", env["CLAUDE_CODE_MAX_RETRIES"])
 }
 
+func TestInvocationDisallowedWins(t *testing.T) {
+	req := baseRequest()
+	req.Arguments = map[string]any{"disallowed_tools": []string{"Bash", "Skill"}}
+	inv, err := claude.New().Invocation(req)
+	require.NoError(t, err)
+	_, ok := flagValue(inv.Args, "--allowedTools")
+	assert.False(t, ok, "a disallowed default is not allowed as well")
+	got, _ := flagValue(inv.Args, "--disallowedTools")
+	assert.Equal(t, "Bash,Skill", got)
+}
+
 func TestInvocationHistory(t *testing.T) {
 	req := baseRequest()
 	req.SystemPrompt = "Be brief."
