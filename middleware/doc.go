@@ -35,6 +35,9 @@
 // Error.Retry tells whether sending the request again is safe.
 //
 // Adapters for wire protocols live in sub-packages (middleware/openai).
+// CatalogFromConfig turns a loaded config.Gateway into the Catalog, and
+// ProxyRouter is the ModelRouter for sandboxes with the in-container helper
+// (a per-run model proxy that keeps the connector's key on the host).
 //
 // Concurrency: an Orchestrator and the Handlers it returns are safe for
 // concurrent use by any number of requests; per-request state lives in the

@@ -135,11 +135,18 @@ func TestE2ERealSandbox(t *testing.T) {
 		}
 		if f, ok := c.JSON.ExtraFields["agentbox"]; ok {
 			var ext struct {
-				Kind string
-				Init *executor.InitInfo
+				Kind    string
+				Init    *executor.InitInfo
+				Timings map[string]float64
 			}
 			require.NoError(t, json.Unmarshal([]byte(f.Raw()), &ext))
 			kinds[ext.Kind]++
+			if ext.Kind == "done" {
+				t.Logf("phase timings (ms): %v", ext.Timings)
+				assert.Positive(t, ext.Timings["container_start_ms"])
+				assert.Positive(t, ext.Timings["agent_ms"])
+				assert.Positive(t, ext.Timings["teardown_ms"])
+			}
 			if ext.Init != nil {
 				skills = ext.Init.Skills
 			}
