@@ -422,6 +422,23 @@ func (w *Workspace) resolve(name string, create bool) (*resolved, error) {
 // swapped for a symbolic link between the two calls is refused rather than
 // followed (os.Root would follow it, though never out of cur).
 func (w *Workspace) enter(cur *os.Root, display, comp string, create bool, owner [2]int) (*os.Root, error) {
+	for try := 1; ; try++ {
+		sub, err := w.enterOnce(cur, display, comp, create, owner)
+		if !errors.Is(err, errChanged) || try == openTries {
+			return sub, err
+		}
+	}
+}
+
+// errChanged reports an entry that changed between its lstat and its
+// open: replaced by a rename (an atomic write in the sandbox) or swapped
+// for a link. The caller retries; a link is then refused by the lstat.
+var errChanged = errors.New("changed while being opened; retry, and do not swap files or directories for links")
+
+// openTries bounds the retries after errChanged.
+const openTries = 5
+
+func (w *Workspace) enterOnce(cur *os.Root, display, comp string, create bool, owner [2]int) (*os.Root, error) {
 	fi, err := cur.Lstat(comp)
 	if create && errors.Is(err, fs.ErrNotExist) {
 		err = cur.Mkdir(comp, 0o755)
@@ -450,8 +467,7 @@ func (w *Workspace) enter(cur *os.Root, display, comp string, create bool, owner
 	st, err := sub.Stat(".")
 	if err != nil || !os.SameFile(fi, st) {
 		_ = sub.Close()
-		return nil, fmt.Errorf("%s: directory %q was replaced while being opened; retry, and do not swap directories for links: %w",
-			display, comp, ErrPathEscapes)
+		return nil, fmt.Errorf("%s: directory %q %w", display, comp, errChanged)
 	}
 	return sub, nil
 }
@@ -460,6 +476,15 @@ func (w *Workspace) enter(cur *os.Root, display, comp string, create bool, owner
 // checks that it is a regular file (or directory when dir) and the same
 // object an lstat saw, so a FIFO never blocks and a link is never followed.
 func (w *Workspace) openFinal(p *resolved, dir bool) (*os.File, fs.FileInfo, error) {
+	for try := 1; ; try++ {
+		f, fi, err := w.openFinalOnce(p, dir)
+		if !errors.Is(err, errChanged) || try == openTries {
+			return f, fi, err
+		}
+	}
+}
+
+func (w *Workspace) openFinalOnce(p *resolved, dir bool) (*os.File, fs.FileInfo, error) {
 	fi, err := p.dir.Lstat(p.base)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", p.display, mapErr(err))
@@ -473,7 +498,7 @@ func (w *Workspace) openFinal(p *resolved, dir bool) (*os.File, fs.FileInfo, err
 	}
 	st, err := f.Stat()
 	if err == nil && !os.SameFile(fi, st) {
-		err = fmt.Errorf("%s was replaced while being opened; retry: %w", p.display, ErrPathEscapes)
+		err = fmt.Errorf("%s %w", p.display, errChanged)
 	} else if err == nil {
 		err = checkType(p.display, st, dir, false)
 	}

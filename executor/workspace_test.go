@@ -1,10 +1,12 @@
 package executor_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -273,4 +275,44 @@ func TestOpenWorkspaceMissing(t *testing.T) {
 	_, err := executor.OpenWorkspace(filepath.Join(t.TempDir(), "nope"), executor.WorkspaceOptions{UID: -1, GID: -1})
 	require.ErrorIs(t, err, executor.ErrNotFound)
 	assert.Contains(t, err.Error(), "PrepareWorkspace")
+}
+
+// TestWorkspaceWriteIsAtomic checks that readers see the old or the new
+// content of a file being rewritten, never a mix or a truncated file.
+func TestWorkspaceWriteIsAtomic(t *testing.T) {
+	ctx := context.Background()
+	ws, _ := newWorkspace(t, executor.WorkspaceOptions{})
+	a, b := bytes.Repeat([]byte("a"), 256<<10), bytes.Repeat([]byte("b"), 256<<10)
+	require.NoError(t, ws.WriteFile(ctx, "f", a))
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	defer func() { close(stop); wg.Wait() }()
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			data := a
+			if i%2 == 1 {
+				data = b
+			}
+			assert.NoError(t, ws.WriteFile(ctx, "f", data))
+		}
+	})
+	for range 300 {
+		got, err := ws.ReadFile(ctx, "f")
+		require.NoError(t, err)
+		if !bytes.Equal(got, a) && !bytes.Equal(got, b) {
+			t.Fatalf("read a torn file of %d bytes", len(got))
+		}
+	}
+	close(stop)
+	wg.Wait()
+	stop = make(chan struct{})
+	list, err := ws.ListDir(ctx, "")
+	require.NoError(t, err)
+	assert.Len(t, list, 1, "no temporary files are left behind")
 }
