@@ -41,6 +41,9 @@ type Server struct {
 	ids      int
 }
 
+// interface guard
+var _ http.Handler = (*Server)(nil)
+
 // Option configures a Server.
 type Option func(*Server)
 
