@@ -228,6 +228,10 @@ func (d *dockerExec) kill(ctx context.Context, token string) {
 			d.logger.Debug("exec stopped", "container", shortID(d.containerID), "token", token)
 			return
 		}
+		if errors.Is(err, executor.ErrNotRunning) {
+			d.logger.Debug("exec not stopped: the container is gone", "container", shortID(d.containerID))
+			return
+		}
 		lastErr = err
 		if err == nil {
 			lastErr = fmt.Errorf("kill script exit %d: %s", code, bytes.TrimSpace(out))
