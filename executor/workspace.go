@@ -174,8 +174,8 @@ func (w *Workspace) readFile(name string) ([]byte, fs.FileInfo, error) {
 		return nil, nil, fmt.Errorf("read: %w", err)
 	}
 	defer p.close()
-	if p.base == "" {
-		return nil, nil, fmt.Errorf("read %s: the workspace root is a directory; name a file or use ListDir: %w", p.display, ErrInvalid)
+	if err := p.fileOnly("read"); err != nil {
+		return nil, nil, err
 	}
 	f, fi, err := w.openFinal(p, false)
 	if err != nil {
@@ -228,8 +228,8 @@ func (w *Workspace) WriteFile(ctx context.Context, name string, data []byte) err
 		return fmt.Errorf("write: %w", err)
 	}
 	defer p.close()
-	if p.base == "" {
-		return fmt.Errorf("write %s: the workspace root is a directory; name a file: %w", p.display, ErrInvalid)
+	if err := p.fileOnly("write"); err != nil {
+		return err
 	}
 	if err := w.writeAtomic(p, data); err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -356,6 +356,16 @@ type resolved struct {
 	dir     *os.Root // the parent directory
 	base    string
 	owned   bool // dir must be closed
+	slash   bool // the name ended in "/": it must be a directory
+}
+
+// fileOnly refuses the workspace root and names ending in "/" where a
+// file is needed.
+func (p *resolved) fileOnly(op string) error {
+	if p.base == "" || p.slash {
+		return fmt.Errorf("%s %s: names a directory; name a file (ListDir lists a directory): %w", op, p.display, ErrInvalid)
+	}
+	return nil
 }
 
 func (p *resolved) close() {
@@ -414,7 +424,7 @@ func (w *Workspace) resolve(name string, create bool) (*resolved, error) {
 		}
 		cur = next
 	}
-	return &resolved{display: display, dir: cur, base: parts[len(parts)-1], owned: cur != w.root}, nil
+	return &resolved{display: display, dir: cur, base: parts[len(parts)-1], owned: cur != w.root, slash: strings.HasSuffix(name, "/")}, nil
 }
 
 // enter opens the directory comp of cur as a new root. It lstats comp first
