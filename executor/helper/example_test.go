@@ -2,6 +2,7 @@ package helper_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -40,4 +41,47 @@ func ExampleWaitReady() {
 		Stderr: os.Stderr,
 	})
 	fmt.Println(res.ExitCode, err)
+}
+
+// ExampleReadMCPHello is a host MCP endpoint on mcp.sock and the relay that
+// `agentbox-helper mcp --server demo` runs in the container.
+func ExampleReadMCPHello() {
+	dir, _ := os.MkdirTemp("", "sandbox")
+	defer func() { _ = os.RemoveAll(dir) }()
+	ln, err := helper.ListenHostSocket(dir, helper.MCPSocket, -1, -1) // a real host passes the sandbox uid:gid
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = ln.Close() }()
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer func() { _ = conn.Close() }()
+		lr := helper.NewLineReader(conn, helper.MaxMCPLine)
+		h, err := helper.ReadMCPHello(lr)
+		if err != nil || !h.TokenMatches("per-request-token") {
+			_ = helper.WriteMCPAck(conn, errors.New("unknown token"))
+			return
+		}
+		_ = helper.WriteMCPAck(conn, nil)
+		for {
+			line, err := lr.ReadLine()
+			if err != nil {
+				return
+			}
+			_, _ = fmt.Fprintf(conn, `{"jsonrpc":"2.0","id":1,"result":{"server":%q,"echo":%s}}`+"\n", h.Server, line)
+		}
+	}()
+
+	err = helper.RunMCPRelay(context.Background(), helper.MCPRelayOptions{
+		Dir: dir, Server: "demo", Token: "per-request-token",
+		Stdin:  strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n"),
+		Stdout: os.Stdout,
+	})
+	fmt.Println(err)
+	// Output:
+	// {"jsonrpc":"2.0","id":1,"result":{"server":"demo","echo":{"jsonrpc":"2.0","id":1,"method":"tools/list"}}}
+	// <nil>
 }

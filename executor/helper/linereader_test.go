@@ -1,6 +1,7 @@
 package helper
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"strings"
@@ -63,6 +64,26 @@ func FuzzLineReader(f *testing.F) {
 			}
 			if len(line) > maxLine {
 				t.Fatalf("line of %d bytes over the cap %d", len(line), maxLine)
+			}
+		}
+	})
+}
+
+// FuzzFrameReader: any byte stream yields frames within the cap or an
+// error, never a panic or an oversized allocation.
+func FuzzFrameReader(f *testing.F) {
+	f.Add([]byte{frameStdout, 0, 0, 0, 2, 'h', 'i', frameExit, 0, 0, 0, 0})
+	f.Add([]byte{frameRequest, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fr := &frameReader{r: bytes.NewReader(in)}
+		defer fr.release()
+		for {
+			_, p, err := fr.next()
+			if err != nil {
+				return
+			}
+			if len(p) > MaxFrame {
+				t.Fatalf("frame of %d bytes over the cap", len(p))
 			}
 		}
 	})
