@@ -35,7 +35,10 @@ func (r *run) agent(ctx context.Context, runner executor.Runner, messages []exec
 	if rr.Home == "" {
 		rr.Home = DefaultHome
 	}
-	if r.route != nil {
+	switch {
+	case r.a.Sandbox.DirectModel:
+		rr.ModelBaseURL, rr.APIKey = r.a.Sandbox.Connector.Upstream, r.a.Sandbox.Connector.Key
+	case r.route != nil:
 		rr.ModelBaseURL, rr.APIKey = r.route.BaseURL(), r.route.Token()
 	}
 	inv, err := runner.Invocation(rr)

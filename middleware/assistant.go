@@ -62,8 +62,13 @@ type Sandbox struct {
 	// the request's own options.
 	Options map[string]any
 	// Connector is where the model route forwards the agent's model calls
-	// (ProxyRouter). Its key stays on the host.
+	// (ProxyRouter). Its key stays on the host, unless DirectModel.
 	Connector Connector
+	// DirectModel is for agent CLIs that cannot use a local model endpoint
+	// (Cursor's): no model route is opened, the runner gets the connector's
+	// real key as RunRequest.APIKey and its host as ModelBaseURL, the
+	// sandbox needs network egress, and usage is the CLI's own report.
+	DirectModel bool
 }
 
 // Connector is an assistant's model endpoint.

@@ -93,6 +93,8 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 	if c := ca.Connector; c != nil {
 		s.Run.Model = c.Model
 		s.Connector = Connector{Upstream: c.Host, Key: c.Key.Reveal()}
+		// Cursor's CLI talks to Cursor itself (see package cursor).
+		s.DirectModel = c.Type == config.ConnectorCursor
 	}
 	files, err := ca.SkillFiles(o.SkillsDir)
 	if err != nil {

@@ -70,6 +70,13 @@ func TestCatalogFromConfig(t *testing.T) {
 	assert.Equal(t, ca.MCPAllowedTools(), sb.Run.AllowedTools)
 	assert.JSONEq(t, string(mustMCP(t, ca)), string(sb.Run.MCPConfig))
 
+	assert.False(t, sb.DirectModel)
+	pair, err := cat.Lookup(context.Background(), "pair")
+	require.NoError(t, err)
+	require.NotNil(t, pair.Sandbox)
+	assert.True(t, pair.Sandbox.DirectModel, "cursor reaches its vendor with the connector's key")
+	assert.Equal(t, "cur-key", pair.Sandbox.Connector.Key)
+
 	var files []string
 	for name := range sb.Files {
 		files = append(files, name)

@@ -484,3 +484,19 @@ func TestCloseDrainsRunsInFlight(t *testing.T) {
 		})
 	}
 }
+
+func TestDirectModelSkipsTheRoute(t *testing.T) {
+	e := newEnv(t, withRouter(), func(e *env, _ *middleware.Options) {
+		e.coder.Sandbox.DirectModel = true
+		e.coder.Sandbox.Connector = middleware.Connector{Upstream: "https://api2.cursor.sh", Key: "cur-key"}
+	})
+	e.setScript(scripted.Text(executor.Usage{InputTokens: 3}, "ok"))
+	resp, err := e.h.Handle(context.Background(), request("1"), nil)
+	require.NoError(t, err)
+	assert.NotContains(t, e.tr.get(), "route.open")
+	runs := e.runner.Requests()
+	require.Len(t, runs, 1)
+	assert.Equal(t, "cur-key", runs[0].APIKey)
+	assert.Equal(t, "https://api2.cursor.sh", runs[0].ModelBaseURL)
+	assert.Equal(t, executor.Usage{InputTokens: 3}, resp.Usage, "usage is the CLI's report")
+}

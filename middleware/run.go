@@ -211,7 +211,7 @@ func (r *run) start(ctx context.Context) error {
 	}
 	r.sb = sb
 	r.log.Debug("sandbox ready", "id", sb.ID(), "took", r.t.ContainerStart)
-	if r.o.models != nil {
+	if r.o.models != nil && !r.a.Sandbox.DirectModel {
 		route, err := r.o.models.Open(ctx, sb, r.a)
 		if err != nil {
 			return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's model route could not open; the gateway's log has the details"))
