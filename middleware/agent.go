@@ -122,21 +122,33 @@ func (r *run) execParse(ctx context.Context, runner executor.Runner, inv executo
 		cancelExec()
 	}
 	_ = pr.CloseWithError(errParserDone)
-	var out execOutcome
 	if perr == nil {
 		grace := time.NewTimer(r.o.opts.ExitGrace)
+		defer grace.Stop()
 		select {
-		case out = <-done:
+		case out := <-done:
+			return comp, out, stderr.String(), nil
 		case <-grace.C:
 			r.log.Warn("the agent did not exit after its result; killing it", "grace", r.o.opts.ExitGrace)
 			cancelExec()
-			out = <-done
 		}
-		grace.Stop()
-	} else {
-		out = <-done
 	}
-	return comp, out, stderr.String(), perr
+	return comp, r.waitExec(done), stderr.String(), perr
+}
+
+// waitExec waits for a canceled command, bounded by TeardownTimeout: a
+// backend that does not honour the cancellation must not hold the request;
+// the sandbox's Close ends the command.
+func (r *run) waitExec(done <-chan execOutcome) execOutcome {
+	t := time.NewTimer(r.o.opts.TeardownTimeout)
+	defer t.Stop()
+	select {
+	case out := <-done:
+		return out
+	case <-t.C:
+		r.log.Error("the agent's command did not stop after its cancellation; leaving it to the sandbox's teardown", "waited", r.o.opts.TeardownTimeout)
+		return execOutcome{res: executor.ExecResult{ExitCode: -1}, err: fmt.Errorf("the command did not stop within %v of its cancellation", r.o.opts.TeardownTimeout)}
+	}
 }
 
 // agentError classifies a failed parse by how the process ended.

@@ -500,3 +500,21 @@ func TestDirectModelSkipsTheRoute(t *testing.T) {
 	assert.Equal(t, "https://api2.cursor.sh", runs[0].ModelBaseURL)
 	assert.Equal(t, executor.Usage{InputTokens: 3}, resp.Usage, "usage is the CLI's report")
 }
+
+func TestAgentIgnoringCancellationDoesNotHoldTheRequest(t *testing.T) {
+	e := newEnv(t, withOptions(func(o *middleware.Options) { o.TeardownTimeout = 200 * time.Millisecond }))
+	release := make(chan struct{})
+	defer close(release)
+	e.ex.OnCreate = func(sb *executortestSandbox) {
+		sb.ExecFunc = func(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
+			_, _ = cmd.Stdout.Write([]byte("not json\n"))
+			<-release // ignores ctx, as a broken backend would
+			return executor.ExecResult{}, nil
+		}
+	}
+	start := time.Now()
+	_, err := e.h.Handle(context.Background(), request("1"), nil)
+	assert.Equal(t, middleware.KindAgent, middleware.KindOf(err), "%v", err)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.True(t, e.ex.Sandboxes()[0].Closed())
+}
