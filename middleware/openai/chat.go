@@ -23,7 +23,8 @@ const (
 const maxModelLen = 256
 
 // decodeChat reads and checks a chat completion request.
-func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request) (*middleware.Request, *middleware.Error) {
+// authUser, when not empty, is the authenticated user id, which wins.
+func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request, authUser string) (*middleware.Request, *middleware.Error) {
 	body, err := readBody(w, r, s.opts.MaxBodyBytes)
 	if err != nil {
 		return nil, err
@@ -53,7 +54,7 @@ func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request) (*middleware
 	if merr != nil {
 		return nil, merr
 	}
-	user, chat, ierr := idsOf(r.Header, cr.User)
+	user, chat, ierr := idsOf(r.Header, cr.User, authUser)
 	if ierr != nil {
 		return nil, ierr
 	}
@@ -146,12 +147,16 @@ func textOf(raw json.RawMessage) (string, *middleware.Error) {
 
 // idsOf takes the user and chat ids: each from its header when the header
 // is set, else from the "user" field, which is either "<user>" or
-// "<user>:<chat>". Ids that are set are checked with executor.ValidateID.
-func idsOf(h http.Header, userField string) (user, chat string, _ *middleware.Error) {
+// "<user>:<chat>"; an authenticated user id (authUser, when not empty)
+// wins over both. Ids that are set are checked with executor.ValidateID.
+func idsOf(h http.Header, userField, authUser string) (user, chat string, _ *middleware.Error) {
 	fieldUser, fieldChat, _ := strings.Cut(userField, ":")
 	user, chat = h.Get(HeaderUser), h.Get(HeaderChat)
 	userParam, chatParam := HeaderUser, HeaderChat
-	if user == "" {
+	switch {
+	case authUser != "":
+		user = authUser
+	case user == "":
 		user, userParam = fieldUser, "user"
 	}
 	if chat == "" {

@@ -29,6 +29,12 @@
 // A sandboxed assistant needs both ids; plain assistants pass them on as
 // they came.
 //
+// The user id selects the workspace, so it must not be the client's to
+// choose: set Options.Authenticate (its user id then wins over the header
+// and the field, and a refusal is a 401 authentication_error), or put the
+// adapter behind a gateway that authenticates clients and sets or strips
+// X-Agentbox-User.
+//
 // # Streaming and the agentbox extension
 //
 // Assistant text travels in choices[0].delta.content; everything else in a

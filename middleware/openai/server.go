@@ -35,6 +35,14 @@ type Options struct {
 	// to keep proxies from closing it (default DefaultHeartbeat; negative
 	// turns it off).
 	Heartbeat time.Duration
+	// Authenticate, when set, returns the user id of the request's
+	// credentials (its Authorization header, say); that id is then the
+	// request's user whatever the X-Agentbox-User header or the "user"
+	// field say, and an error is answered with 401. Without it the adapter
+	// trusts the header and the field, so it must sit behind a gateway
+	// that authenticates the client and sets or strips them: the user id
+	// selects the workspace.
+	Authenticate func(r *http.Request) (userID string, err error)
 	// OwnedBy is the owned_by of the listed models (default "agentbox").
 	OwnedBy string
 	// Logger receives one line per failed request (default: discarded).
@@ -109,7 +117,20 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	id := newID()
 	defer func() { _ = r.Body.Close() }()
 	w.Header().Set("x-request-id", id)
-	req, derr := s.decodeChat(w, r)
+	authUser := ""
+	if s.opts.Authenticate != nil {
+		u, err := s.opts.Authenticate(r)
+		if err == nil {
+			err = executor.ValidateID("user", u)
+		}
+		if err != nil {
+			s.log.Info("chat completion refused: authentication failed", "request", id, "error", err)
+			writeUnauthorized(w)
+			return
+		}
+		authUser = u
+	}
+	req, derr := s.decodeChat(w, r, authUser)
 	if derr != nil {
 		s.logFailure(id, derr)
 		if errors.Is(derr, errBodyTooLarge) {
@@ -179,6 +200,17 @@ func clientError(err error) *middleware.Error {
 		return &c
 	}
 	return e
+}
+
+// writeUnauthorized answers 401 in OpenAI's shape, saying nothing about
+// why.
+func writeUnauthorized(w http.ResponseWriter) {
+	code := "invalid_api_key"
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("x-should-retry", "false")
+	w.WriteHeader(http.StatusUnauthorized)
+	_ = json.NewEncoder(w).Encode(errorBody{Error: errorObject{
+		Message: "the request's credentials were not accepted; check the API key", Type: "authentication_error", Code: &code}})
 }
 
 // writeStatus writes e with an explicit status (413).

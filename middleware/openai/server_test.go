@@ -507,3 +507,48 @@ func TestHeartbeat(t *testing.T) {
 	raw := post(t, srv, streamBody(false)).Body
 	assert.Contains(t, string(raw), "\n: keep-alive\n\n")
 }
+
+func TestAuthenticate(t *testing.T) {
+	var got *middleware.Request
+	srv := serve(t, middleware.HandlerFunc(func(_ context.Context, r *middleware.Request, _ middleware.Emit) (*middleware.Response, error) {
+		got = r
+		return &middleware.Response{Content: "ok"}, nil
+	}), func(o *openai.Options) {
+		o.Authenticate = func(r *http.Request) (string, error) {
+			switch r.Header.Get("Authorization") {
+			case "Bearer key-alice":
+				return "alice", nil
+			case "Bearer key-broken":
+				return "../x", nil
+			}
+			return "", errors.New("unknown key")
+		}
+	})
+	for name, tc := range map[string]struct {
+		headers []string
+		status  int
+		user    string
+	}{
+		"authenticated user wins over header and field": {headers: []string{"Authorization", "Bearer key-alice", "X-Agentbox-User", "mallory"}, status: 200, user: "alice"},
+		"unknown key":            {headers: []string{"Authorization", "Bearer nope", "X-Agentbox-User", "alice"}, status: 401},
+		"no key":                 {status: 401},
+		"authenticator's bad id": {headers: []string{"Authorization", "Bearer key-broken"}, status: 401},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got = nil
+			resp := post(t, srv, `{"model":"coder","messages":[{"role":"user","content":"x"}],"user":"mallory:1"}`, tc.headers...)
+			assert.Equal(t, tc.status, resp.StatusCode)
+			if tc.status != 200 {
+				assert.Nil(t, got)
+				var e apiError
+				require.NoError(t, json.Unmarshal(resp.Body, &e))
+				assert.Equal(t, "authentication_error", e.Error.Type)
+				assert.Equal(t, "false", resp.Header.Get("x-should-retry"))
+				return
+			}
+			require.NotNil(t, got)
+			assert.Equal(t, tc.user, got.UserID)
+			assert.Equal(t, "1", got.ChatID, "the chat still comes from the field")
+		})
+	}
+}
