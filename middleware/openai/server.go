@@ -234,6 +234,12 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, r, http.MethodGet)
 		return
 	}
+	if s.opts.Authenticate != nil {
+		if _, err := s.opts.Authenticate(r); err != nil {
+			writeUnauthorized(w)
+			return
+		}
+	}
 	var list []*middleware.Assistant
 	if s.opts.Catalog != nil {
 		var err error

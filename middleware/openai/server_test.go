@@ -551,4 +551,13 @@ func TestAuthenticate(t *testing.T) {
 			assert.Equal(t, "1", got.ChatID, "the chat still comes from the field")
 		})
 	}
+	for key, status := range map[string]int{"Bearer key-alice": 200, "Bearer nope": 401} {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/models", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", key)
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, status, resp.StatusCode, "GET /v1/models with %s", key)
+	}
 }
