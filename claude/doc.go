@@ -63,6 +63,9 @@
 //     subtype "success"); error_max_turns finishes with FinishMaxTurns,
 //     other failures with FinishError; usage (with cache tokens), cost,
 //     turns, duration, permission denials and api_error_status are copied
+//   - a "success" result without a stop reason is a failure: the CLI
+//     reports a model stream that broke off mid-answer that way, with the
+//     partial text as its result
 //   - unknown line types are skipped and logged at debug level
 //
 // Completion.Content is exactly the concatenation of the EventText texts:

@@ -378,6 +378,20 @@ func TestE2E(t *testing.T) {
 		assert.Equal(t, "partial answer", run.comp.Content, "the text already streamed stays the content")
 	})
 
+	t.Run("connection dropped mid-stream", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithTurns(
+			scriptedapi.Turn{Blocks: []scriptedapi.Block{scriptedapi.Text("partial answer"), scriptedapi.Text("never sent")}, Disconnect: true},
+		), scriptedapi.WithScript(func(*scriptedapi.Request) scriptedapi.Turn { return scriptedapi.Say("recovered") }))
+		defer api.Close()
+		run := env.run(t, "dropped", api, executor.RunRequest{Messages: user("hi")}, e2eOpts{})
+		require.NoError(t, run.err)
+		assert.Len(t, api.MessageRequests(), 1, "the CLI does not retry a dropped stream")
+		assert.Equal(t, "partial answer", run.comp.Content)
+		assert.True(t, run.comp.IsError, "the CLI calls the cut answer a success; the parser must not")
+		assert.Equal(t, executor.FinishError, run.comp.FinishReason)
+		assert.Contains(t, run.comp.Errors[0], "broke off")
+	})
+
 	t.Run("300 KiB prompt", func(t *testing.T) {
 		api := scriptedapi.Start(scriptedapi.WithScript(func(r *scriptedapi.Request) scriptedapi.Turn {
 			return scriptedapi.Say(fmt.Sprintf("got %d bytes", len(r.LastUserText())))

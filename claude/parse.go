@@ -415,6 +415,13 @@ func (p *parser) result(v gjson.Result) {
 		})
 	}
 	c.Errors = stringList(v.Get("errors"))
+	if sr := v.Get("stop_reason"); !c.IsError && sr.Exists() && sr.Type == gjson.Null {
+		// The CLI reports a model stream that broke off (connection
+		// dropped, no message_stop) as a success with the partial text
+		// and no stop reason; every complete answer has one.
+		c.IsError = true
+		c.Errors = []string{"the model's answer broke off before it was complete (the stream ended without a stop reason); the content is partial, retry the request"}
+	}
 	switch {
 	case !c.IsError:
 		c.FinishReason = executor.FinishStop

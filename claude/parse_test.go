@@ -166,6 +166,15 @@ func TestParseFacts(t *testing.T) {
 			assert.Contains(t, g.Error, claude.ErrNoResult.Error())
 		}},
 	}
+	tests["dropped stream is not a success"] = struct {
+		file  string
+		check func(t *testing.T, g golden)
+	}{file: "../recorded/dropped.jsonl", check: func(t *testing.T, g golden) {
+		assert.Equal(t, "success", g.Completion.Subtype)
+		assert.True(t, g.Completion.IsError)
+		assert.Equal(t, executor.FinishError, g.Completion.FinishReason)
+		assert.Equal(t, "partial answer", g.Completion.Content)
+	}}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join("testdata/cli-2.1.197", tc.file))

@@ -336,10 +336,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, msg message, t T
 		return
 	}
 	for i, b := range msg.Content {
-		if i == 1 && t.MidStreamError != nil {
+		if i == 1 && (t.MidStreamError != nil || t.Disconnect) {
 			break
 		}
 		streamBlock(e, i, b)
+	}
+	if t.Disconnect {
+		// Aborting the handler makes net/http drop the connection.
+		panic(http.ErrAbortHandler)
 	}
 	if t.MidStreamError != nil {
 		e.event("error", errorBody(t.MidStreamError))

@@ -201,6 +201,19 @@ func TestMidStreamError(t *testing.T) {
 	assert.Equal(t, "overloaded_error", evs[len(evs)-1].Data["error"].(map[string]any)["type"])
 }
 
+func TestDisconnect(t *testing.T) {
+	s := Start(WithTurns(Turn{Blocks: []Block{Text("partial"), Text("never")}, Disconnect: true}))
+	defer s.Close()
+	b, _ := json.Marshal(streamBody)
+	resp, err := http.Post(s.URL+"/v1/messages", "application/json", strings.NewReader(string(b)))
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	got, err := io.ReadAll(resp.Body)
+	assert.Error(t, err, "the stream ends without its terminating chunk")
+	assert.Contains(t, string(got), "partial")
+	assert.NotContains(t, string(got), "message_stop")
+}
+
 func TestStall(t *testing.T) {
 	for name, point := range map[string]StallPoint{"before headers": StallBeforeHeaders, "after start": StallAfterStart} {
 		t.Run(name, func(t *testing.T) {

@@ -22,6 +22,10 @@ type Turn struct {
 	// MidStreamError sends an SSE error event after the message_start and
 	// the first block, then ends the stream (streaming requests only).
 	MidStreamError *APIError
+	// Disconnect drops the connection after the message_start and the first
+	// block, without an error event, as a network failure would
+	// (streaming requests only).
+	Disconnect bool
 	// Stall holds the connection open without sending anything further at
 	// the given point, until the client goes away or the server closes.
 	Stall StallPoint
