@@ -351,3 +351,69 @@ func TestEscapeErrorsAreTyped(t *testing.T) {
 	assert.False(t, errors.As(err, &pathErr), "refused before any system call")
 	assert.ErrorIs(t, err, executor.ErrPathEscapes)
 }
+
+// TestEscapeFIFOSwapNeverBlocks swaps a directory for a FIFO in a tight
+// loop while the host walks through it: opening a FIFO for reading blocks
+// until a writer comes, so every open on the way must be non-blocking or
+// directory-only.
+func TestEscapeFIFOSwapNeverBlocks(t *testing.T) {
+	ops := 20_000
+	if testing.Short() {
+		ops = 2_000
+	}
+	ctx := context.Background()
+	ws, dir := newWorkspace(t, executor.WorkspaceOptions{})
+	p := func(n string) string { return filepath.Join(dir, n) }
+	require.NoError(t, os.Mkdir(p("d"), 0o755))
+	require.NoError(t, os.WriteFile(p("d/file"), []byte("inside"), 0o644))
+	require.NoError(t, os.WriteFile(p("f"), []byte("inside"), 0o644))
+	require.NoError(t, syscall.Mkfifo(p("dfifo"), 0o644))
+	require.NoError(t, syscall.Mkfifo(p("ffifo"), 0o644))
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for !stop.Load() {
+			for _, n := range []string{"d", "f"} {
+				_ = os.Rename(p(n), p(n+"-parked"))
+				_ = os.Rename(p(n+"fifo"), p(n))
+				_ = os.Rename(p(n), p(n+"fifo"))
+				_ = os.Rename(p(n+"-parked"), p(n))
+			}
+		}
+	})
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
+
+	var done atomic.Int64
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for i := range ops {
+			switch i % 4 {
+			case 0:
+				_, _ = ws.ReadFile(ctx, "d/file")
+			case 1:
+				_, _ = ws.ListDir(ctx, "d")
+			case 2:
+				_, _ = ws.ReadFile(ctx, "f")
+			case 3:
+				_ = ws.WriteFile(ctx, "d/new", []byte("x"))
+			}
+			done.Add(1)
+		}
+	}()
+	select {
+	case <-finished:
+	case <-time.After(2 * time.Minute):
+		// Unblock a reader stuck on a FIFO before failing.
+		for _, n := range []string{"d", "dfifo", "f", "ffifo"} {
+			if f, err := os.OpenFile(p(n), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				_ = f.Close()
+			}
+		}
+		t.Fatalf("blocked after %d of %d operations", done.Load(), ops)
+	}
+}

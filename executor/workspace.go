@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -70,26 +71,23 @@ func PrepareWorkspace(dataDir, user, chat string, uid, gid int) (string, error) 
 		return "", fmt.Errorf("prepare workspace: open data directory: %w", err)
 	}
 	defer func() { _ = root.Close() }()
-
-	w := &Workspace{dir: dataDir, root: root, opts: WorkspaceOptions{UID: -1, GID: -1}}
-	parts := []string{"workspaces", user, "chat-" + chat}
-	display := strings.Join(parts, "/")
-	cur := root
-	for i, comp := range parts {
-		owner := [2]int{uid, gid}
-		if i == 0 {
-			owner = [2]int{-1, -1}
-		}
-		next, err := w.enter(cur, display, comp, true, owner)
-		if cur != root {
-			_ = cur.Close()
-		}
-		if err != nil {
-			return "", fmt.Errorf("prepare workspace: %w", err)
-		}
-		cur = next
+	top, err := root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return "", fmt.Errorf("prepare workspace: open data directory: %w", err)
 	}
-	_ = cur.Close()
+	defer func() { _ = top.Close() }()
+
+	const display = "workspaces"
+	ws, err := openDirs(int(top.Fd()), display, []string{"workspaces"}, true, [2]int{-1, -1})
+	if err != nil {
+		return "", fmt.Errorf("prepare workspace: %w", err)
+	}
+	defer func() { _ = syscall.Close(ws) }()
+	chatDir, err := openDirs(ws, display+"/"+user+"/chat-"+chat, []string{user, "chat-" + chat}, true, [2]int{uid, gid})
+	if err != nil {
+		return "", fmt.Errorf("prepare workspace: %w", err)
+	}
+	_ = syscall.Close(chatDir)
 	return filepath.Join(dataDir, "workspaces", user, "chat-"+chat), nil
 }
 
@@ -107,21 +105,32 @@ type WorkspaceOptions struct {
 	MaxEntries int
 }
 
-// Workspace is the host-side file API over one chat's workspace directory.
-// Every access goes through an os.Root opened on the directory, one path
-// component at a time, so that nothing outside it is reachable even while a
-// process in the sandbox changes the tree: symbolic links anywhere in a path
-// are refused (never followed, even when they would stay inside), as are
-// FIFOs, sockets and devices; sizes and entry counts are capped.
+// Workspace is the host-side file API over one chat's workspace directory,
+// which a process in the sandbox may change at any moment. Directories are
+// entered one component at a time with openat(O_DIRECTORY|O_NOFOLLOW|
+// O_NONBLOCK) and every file is reached through an os.Root on its parent
+// directory, so nothing outside the workspace is reachable, whatever the
+// races: symbolic links anywhere in a path are refused (never followed,
+// even when they would stay inside), as are FIFOs, sockets and devices,
+// and no open ever blocks; file sizes and entry counts are capped. Names
+// are relative to the workspace or absolute under ContainerWorkdir.
+//
+// Linux only (it uses openat and /proc/self/fd); elsewhere names below the
+// root fail with errors.ErrUnsupported.
 //
 // A Workspace is safe for concurrent use. Close may be called more than once.
 type Workspace struct {
-	dir  string
-	root *os.Root
-	opts WorkspaceOptions
+	dir     string
+	root    *os.Root
+	rootDir *os.File // the root's descriptor, where walks start
+	rootFD  int
+	opts    WorkspaceOptions
 
-	closeOnce sync.Once
-	closeErr  error
+	// mu is held for reading by every operation and for writing by Close,
+	// so that rootFD is never used after it was closed (and reused).
+	mu       sync.RWMutex
+	closed   bool
+	closeErr error
 }
 
 var _ FS = (*Workspace)(nil)
@@ -145,24 +154,51 @@ func OpenWorkspace(dir string, opts WorkspaceOptions) (*Workspace, error) {
 		}
 		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
 	}
-	return &Workspace{dir: dir, root: root, opts: opts}, nil
+	rootDir, err := root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		_ = root.Close()
+		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
+	}
+	return &Workspace{dir: dir, root: root, rootDir: rootDir, rootFD: int(rootDir.Fd()), opts: opts}, nil
 }
 
 // Dir returns the workspace's host directory.
 func (w *Workspace) Dir() string { return w.dir }
 
-// Close releases the directory handle. Later calls return errors.
+// Close releases the directory handles, after the operations in flight.
+// Later operations fail with an error wrapping os.ErrClosed; later Close
+// calls return the first one's result.
 func (w *Workspace) Close() error {
-	w.closeOnce.Do(func() { w.closeErr = w.root.Close() })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.closed = true
+		w.closeErr = errors.Join(w.rootDir.Close(), w.root.Close())
+	}
 	return w.closeErr
+}
+
+// acquire holds the workspace open for one operation; release with
+// w.mu.RUnlock.
+func (w *Workspace) acquire(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return fmt.Errorf("workspace %s: %w", w.dir, os.ErrClosed)
+	}
+	return nil
 }
 
 // ReadFile returns the content of a regular file. A missing file wraps
 // ErrNotFound; a file over MaxFileSize wraps ErrOutputTooLarge.
 func (w *Workspace) ReadFile(ctx context.Context, name string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
+	if err := w.acquire(ctx); err != nil {
 		return nil, err
 	}
+	defer w.mu.RUnlock()
 	data, _, err := w.readFile(name)
 	return data, err
 }
@@ -216,9 +252,10 @@ func (w *Workspace) readFile(name string) ([]byte, fs.FileInfo, error) {
 // mix. A new file gets mode 0644 and new files and directories belong to
 // UID:GID; an existing file keeps its mode and owner.
 func (w *Workspace) WriteFile(ctx context.Context, name string, data []byte) error {
-	if err := ctx.Err(); err != nil {
+	if err := w.acquire(ctx); err != nil {
 		return err
 	}
+	defer w.mu.RUnlock()
 	if int64(len(data)) > w.opts.MaxFileSize {
 		return fmt.Errorf("write %s: %d bytes is over the %d-byte cap; write less or raise MaxFileSize: %w",
 			name, len(data), w.opts.MaxFileSize, ErrOutputTooLarge)
@@ -241,23 +278,20 @@ func (w *Workspace) WriteFile(ctx context.Context, name string, data []byte) err
 // symbolic link is listed, not followed). More than MaxEntries entries wrap
 // ErrOutputTooLarge.
 func (w *Workspace) ListDir(ctx context.Context, name string) ([]FileInfo, error) {
-	if err := ctx.Err(); err != nil {
+	if err := w.acquire(ctx); err != nil {
 		return nil, err
 	}
-	p, err := w.resolve(name, false)
+	defer w.mu.RUnlock()
+	parts, err := splitName(name)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	p, err := w.openDir(strings.Join(parts, "/"), parts, false)
 	if err != nil {
 		return nil, fmt.Errorf("list: %w", err)
 	}
 	defer p.close()
 	dir := p.dir
-	if p.base != "" {
-		sub, err := w.enter(p.dir, p.display, p.base, false, [2]int{-1, -1})
-		if err != nil {
-			return nil, fmt.Errorf("list: %w", err)
-		}
-		defer func() { _ = sub.Close() }()
-		dir = sub
-	}
 	f, err := dir.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", p.display, mapErr(err))
@@ -291,9 +325,10 @@ func (w *Workspace) ListDir(ctx context.Context, name string) ([]FileInfo, error
 // Stat describes a regular file or directory. Symbolic links wrap
 // ErrPathEscapes, special files ErrInvalid, missing names ErrNotFound.
 func (w *Workspace) Stat(ctx context.Context, name string) (FileInfo, error) {
-	if err := ctx.Err(); err != nil {
+	if err := w.acquire(ctx); err != nil {
 		return FileInfo{}, err
 	}
+	defer w.mu.RUnlock()
 	p, err := w.resolve(name, false)
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("stat: %w", err)
@@ -317,9 +352,10 @@ func (w *Workspace) Stat(ctx context.Context, name string) (FileInfo, error) {
 // result atomically, keeping the file's mode and owner. Nothing is written
 // when any edit fails.
 func (w *Workspace) EditFile(ctx context.Context, name string, edits []Edit) (EditResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := w.acquire(ctx); err != nil {
 		return EditResult{}, err
 	}
+	defer w.mu.RUnlock()
 	data, _, err := w.readFile(name)
 	if err != nil {
 		return EditResult{}, fmt.Errorf("edit: %w", err)
@@ -412,32 +448,40 @@ func (w *Workspace) resolve(name string, create bool) (*resolved, error) {
 	if display == "" {
 		return &resolved{display: ".", dir: w.root}, nil
 	}
-	owner := [2]int{w.opts.UID, w.opts.GID}
-	cur := w.root
-	for _, comp := range parts[:len(parts)-1] {
-		next, err := w.enter(cur, display, comp, create, owner)
-		if cur != w.root {
-			_ = cur.Close()
-		}
-		if err != nil {
-			return nil, err
-		}
-		cur = next
+	p, err := w.openDir(display, parts[:len(parts)-1], create)
+	if err != nil {
+		return nil, err
 	}
-	return &resolved{display: display, dir: cur, base: parts[len(parts)-1], owned: cur != w.root, slash: strings.HasSuffix(name, "/")}, nil
+	p.base, p.slash = parts[len(parts)-1], strings.HasSuffix(name, "/")
+	return p, nil
 }
 
-// enter opens the directory comp of cur as a new root. It lstats comp first
-// and checks that what it opened is that same directory, so a component
-// swapped for a symbolic link between the two calls is refused rather than
-// followed (os.Root would follow it, though never out of cur).
-func (w *Workspace) enter(cur *os.Root, display, comp string, create bool, owner [2]int) (*os.Root, error) {
-	for try := 1; ; try++ {
-		sub, err := w.enterOnce(cur, display, comp, create, owner)
-		if !errors.Is(err, errChanged) || try == openTries {
-			return sub, err
-		}
+// openDir opens the directory dirs (components below the root) as an
+// os.Root. os.Root cannot do the walk itself: it follows links that stay
+// inside it, and it opens a last component without O_DIRECTORY, which
+// blocks forever on a FIFO swapped in by the sandbox. So the walk opens one
+// component at a time with openat(O_DIRECTORY|O_NOFOLLOW|O_NONBLOCK) from
+// the root's descriptor (a component is never "..", so it cannot leave the
+// directory it is opened in), and the os.Root for the directory reached is
+// opened through its descriptor's /proc/self/fd entry, which names that
+// very directory however the tree changes.
+func (w *Workspace) openDir(display string, dirs []string, create bool) (*resolved, error) {
+	if display == "" {
+		display = "."
 	}
+	if len(dirs) == 0 {
+		return &resolved{display: display, dir: w.root}, nil
+	}
+	fd, err := openDirs(w.rootFD, display, dirs, create, [2]int{w.opts.UID, w.opts.GID})
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(fd))
+	_ = syscall.Close(fd)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reopen directory through /proc/self/fd (is /proc mounted?): %w", display, err)
+	}
+	return &resolved{display: display, dir: root, owned: true}, nil
 }
 
 // errChanged reports an entry that changed between its lstat and its
@@ -447,40 +491,6 @@ var errChanged = errors.New("changed while being opened; retry, and do not swap 
 
 // openTries bounds the retries after errChanged.
 const openTries = 5
-
-func (w *Workspace) enterOnce(cur *os.Root, display, comp string, create bool, owner [2]int) (*os.Root, error) {
-	fi, err := cur.Lstat(comp)
-	if create && errors.Is(err, fs.ErrNotExist) {
-		err = cur.Mkdir(comp, 0o755)
-		if err == nil && (owner[0] != -1 || owner[1] != -1) {
-			// Lchown: if the new directory was already swapped for a link,
-			// this changes the link, and the Lstat below refuses it.
-			if err := cur.Lchown(comp, owner[0], owner[1]); err != nil {
-				return nil, fmt.Errorf("%s: give new directory %q to %d:%d: %w", display, comp, owner[0], owner[1], err)
-			}
-		}
-		if err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("%s: create directory %q: %w", display, comp, mapErr(err))
-		}
-		fi, err = cur.Lstat(comp)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", display, mapErr(err))
-	}
-	if err := checkType(display, fi, true, false); err != nil {
-		return nil, err
-	}
-	sub, err := cur.OpenRoot(comp)
-	if err != nil {
-		return nil, fmt.Errorf("%s: open directory %q: %w", display, comp, mapErr(err))
-	}
-	st, err := sub.Stat(".")
-	if err != nil || !os.SameFile(fi, st) {
-		_ = sub.Close()
-		return nil, fmt.Errorf("%s: directory %q %w", display, comp, errChanged)
-	}
-	return sub, nil
-}
 
 // openFinal opens the final component of p read-only and non-blocking and
 // checks that it is a regular file (or directory when dir) and the same
