@@ -364,11 +364,11 @@ func (inv *invocation) thrown(err error) (out error) {
 	var so *goja.StackOverflowError
 	switch {
 	case errors.As(err, &so):
-		he.Position = position(so.Stack())
+		he.Position = inv.position(so.Stack())
 		he.Err = ErrStackOverflow
 		he.Message = fmt.Sprintf("call stack deeper than %d frames (max_call_stack); look for unbounded recursion: %v", inv.h.opts.MaxCallStackSize, ErrStackOverflow)
 	case errors.As(err, &intr):
-		he.Position = position(intr.Stack())
+		he.Position = inv.position(intr.Stack())
 		if e, ok := intr.Value().(error); ok {
 			he.Err = e
 			he.Message = e.Error()
@@ -376,7 +376,7 @@ func (inv *invocation) thrown(err error) (out error) {
 			he.Message = fmt.Sprintf("interrupted: %v", intr.Value())
 		}
 	case errors.As(err, &ex):
-		he.Position = position(ex.Stack())
+		he.Position = inv.position(ex.Stack())
 		if goErr := ex.Unwrap(); goErr != nil {
 			he.Err = goErr
 			he.Message = goErr.Error()
@@ -404,6 +404,9 @@ func (inv *invocation) describe(v goja.Value) string {
 		return "threw undefined; throw new Error(\"...\") to say why"
 	case goja.IsNull(v):
 		return "threw null; throw new Error(\"...\") to say why"
+	}
+	if sym, ok := v.(*goja.Symbol); ok {
+		return "threw Symbol(" + truncate(sym.String(), 200) + ")"
 	}
 	obj, ok := v.(*goja.Object)
 	if !ok {
@@ -458,17 +461,17 @@ func (inv *invocation) ownString(obj *goja.Object, key string) (s string) {
 	return ""
 }
 
-func position(frames []goja.StackFrame) string {
+// position is the innermost frame in the hook's own file, as
+// file:line:col of the author's source. goja reports source-mapped columns
+// 0-based, so one is added.
+func (inv *invocation) position(frames []goja.StackFrame) string {
 	for i := range frames {
 		f := &frames[i]
-		if f.SrcName() == "" {
-			continue
-		}
 		p := f.Position()
-		if p.Line == 0 {
+		if p.Filename != inv.h.name || p.Line == 0 {
 			continue
 		}
-		return fmt.Sprintf("%s:%d:%d", p.Filename, p.Line, p.Column)
+		return fmt.Sprintf("%s:%d:%d", p.Filename, p.Line, p.Column+1)
 	}
 	return ""
 }
@@ -494,6 +497,17 @@ func typeOf(v goja.Value) string {
 	}
 	if _, ok := v.(*goja.Object); ok {
 		return "an object"
+	}
+	if _, ok := v.(*goja.Symbol); ok {
+		return "a symbol"
+	}
+	switch v.Export().(type) {
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case int64, float64:
+		return "a number"
 	}
 	return "a " + v.ExportType().String()
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/hooks"
+	"github.com/agentbox/agentbox/jsapi"
 )
 
 // DefaultSkillsDir is where an assistant's skills are placed in the
@@ -17,9 +18,8 @@ const DefaultSkillsDir = ".claude/skills"
 // ConfigOptions configure CatalogFromConfig.
 type ConfigOptions struct {
 	// Hooks compiles an assistant's hooks file (config.Assistant.Hooks,
-	// src/index.ts or src/index.js); package jsapi provides it. It is
-	// required when an assistant has hooks: a hook may reject requests, so
-	// leaving it out silently is not an option.
+	// src/index.ts or src/index.js). The default is JSHooks(jsapi.Options{}):
+	// package jsapi, with the assistant's hook_timeout.
 	Hooks func(a *config.Assistant) (hooks.Hooks, error)
 	// MCP adapts each MCP server for the container (config.HelperRelay
 	// routes it through the in-container helper); nil keeps the servers as
@@ -38,6 +38,9 @@ type ConfigOptions struct {
 func CatalogFromConfig(g *config.Gateway, o ConfigOptions) (*StaticCatalog, error) {
 	if o.SkillsDir == "" {
 		o.SkillsDir = DefaultSkillsDir
+	}
+	if o.Hooks == nil {
+		o.Hooks = JSHooks(jsapi.Options{})
 	}
 	ids := make([]string, 0, len(g.Assistants))
 	for id := range g.Assistants {
@@ -60,17 +63,28 @@ func CatalogFromConfig(g *config.Gateway, o ConfigOptions) (*StaticCatalog, erro
 	return NewCatalog(list...)
 }
 
+// JSHooks compiles an assistant's hooks with package jsapi, once, at load
+// (syntax errors then name src/index.ts:line:col). A zero opts.Timeout
+// takes the assistant's hook_timeout.
+func JSHooks(opts jsapi.Options) func(a *config.Assistant) (hooks.Hooks, error) {
+	return func(a *config.Assistant) (hooks.Hooks, error) {
+		o := opts
+		if o.Timeout == 0 && a.Sandbox != nil {
+			o.Timeout = a.Sandbox.HookTimeout
+		}
+		return jsapi.Load(a.Dir, o)
+	}
+}
+
 func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 	a := &Assistant{ID: ca.ID, Name: ca.Name}
 	var errs []error
 	if ca.Hooks != "" {
-		if o.Hooks == nil {
-			errs = append(errs, fmt.Errorf("it has hooks (%s) and ConfigOptions.Hooks is nil; pass the hook compiler (jsapi)", ca.Hooks))
-		} else if h, err := o.Hooks(ca); err != nil {
+		h, err := o.Hooks(ca)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("hooks: %w", err))
-		} else {
-			a.Hooks = h
 		}
+		a.Hooks = h
 	}
 	if ca.Sandbox == nil {
 		return a, errors.Join(errs...)

@@ -105,11 +105,7 @@ func mustMCP(t *testing.T, a *config.Assistant) []byte {
 
 func TestCatalogFromConfigErrors(t *testing.T) {
 	g := loadFixture(t)
-	_, err := middleware.CatalogFromConfig(g, middleware.ConfigOptions{})
-	assert.ErrorContains(t, err, `assistant "coder": it has hooks`)
-	assert.ErrorContains(t, err, "ConfigOptions.Hooks is nil")
-
-	_, err = middleware.CatalogFromConfig(g, middleware.ConfigOptions{Hooks: func(*config.Assistant) (hooks.Hooks, error) {
+	_, err := middleware.CatalogFromConfig(g, middleware.ConfigOptions{Hooks: func(*config.Assistant) (hooks.Hooks, error) {
 		return nil, errors.New("src/index.ts:3:7: syntax error")
 	}})
 	assert.ErrorContains(t, err, `assistant "coder": hooks: src/index.ts:3:7: syntax error`)
@@ -124,4 +120,14 @@ func (r namedRunner) Invocation(executor.RunRequest) (executor.Invocation, error
 }
 func (r namedRunner) Parse(context.Context, io.Reader, func(executor.Event) error) (executor.Completion, error) {
 	return executor.Completion{}, errors.New("namedRunner does not parse")
+}
+
+func TestCatalogFromConfigCompilesHooksWithJSAPI(t *testing.T) {
+	g := loadFixture(t)
+	cat, err := middleware.CatalogFromConfig(g, middleware.ConfigOptions{})
+	require.NoError(t, err)
+	coder, err := cat.Lookup(context.Background(), "coder")
+	require.NoError(t, err)
+	require.NotNil(t, coder.Hooks, "src/index.ts compiled by jsapi")
+	assert.True(t, coder.Hooks.HasCreate() || coder.Hooks.HasNext())
 }
