@@ -95,6 +95,19 @@ func execPaths(t *testing.T, f func(t *testing.T, e *Executor)) {
 	})
 }
 
+// stopPaths is execPaths plus the docker-exec path with the kill script
+// instead of the host-side kill, for tests that stop commands.
+func stopPaths(t *testing.T, f func(t *testing.T, e *Executor)) {
+	execPaths(t, f)
+	t.Run(PathDockerExec+"/kill-script", func(t *testing.T) {
+		// Stops go through the kill script in a second exec, the path of a
+		// gateway that cannot see the daemon host's /proc.
+		e := newTestExecutor(t)
+		e.noHostKill = true
+		f(t, e)
+	})
+}
+
 // TestExecBasics covers argv, env, dir, stdin, both streams and exit codes.
 func TestExecBasics(t *testing.T) {
 	execPaths(t, func(t *testing.T, e *Executor) {
@@ -135,7 +148,7 @@ func psOf(t *testing.T, sb *Sandbox) string {
 // children in the background, in another session and with a cleared
 // environment, leave no process behind (checked with ps inside).
 func TestExecStopLeavesNoProcess(t *testing.T) {
-	execPaths(t, func(t *testing.T, e *Executor) {
+	stopPaths(t, func(t *testing.T, e *Executor) {
 		sb := create(t, e, testSpec("stop"))
 		script := `sleep 1001 & env -i sleep 1002 & setsid sleep 1003 & (sleep 1004 &); echo started; sleep 1005`
 		_, _, _, err := run(t, sb, script, func(c *executor.Cmd) { c.Timeout = time.Second })
@@ -170,7 +183,7 @@ func TestExecStopLeavesNoProcess(t *testing.T) {
 // TestSIGTERMIgnoredGoneWithinGrace: a command that ignores SIGTERM is gone
 // within its timeout plus the stop grace (plus the cost of the kill exec).
 func TestSIGTERMIgnoredGoneWithinGrace(t *testing.T) {
-	execPaths(t, func(t *testing.T, e *Executor) {
+	stopPaths(t, func(t *testing.T, e *Executor) {
 		sb := create(t, e, testSpec("sigterm"))
 		const timeout = time.Second
 		start := time.Now()
@@ -226,7 +239,19 @@ func TestMemoryBombOOMCounterByExec(t *testing.T) {
 // TestForkBombStopsAtPidsLimit: a fork bomb hits the pids limit, the host
 // stays responsive, and the command is stopped at its timeout.
 func TestForkBombStopsAtPidsLimit(t *testing.T) {
-	e := newTestExecutor(t)
+	t.Run("host-kill", func(t *testing.T) {
+		// Killed from the host: the sandbox survives its fork bomb.
+		forkBomb(t, newTestExecutor(t), true)
+	})
+	t.Run("kill-script", func(t *testing.T) {
+		// No exec can start at the pids limit: the sandbox is stopped.
+		e := newTestExecutor(t)
+		e.noHostKill = true
+		forkBomb(t, e, false)
+	})
+}
+
+func forkBomb(t *testing.T, e *Executor, survives bool) {
 	spec := testSpec("forkbomb")
 	spec.PidsLimit = 64
 	sb := create(t, e, spec)
@@ -289,10 +314,10 @@ func TestForkBombStopsAtPidsLimit(t *testing.T) {
 		assert.Greater(t, peak.Load(), spec.PidsLimit/2, "the bomb reached the limit")
 	}
 	t.Logf("fork bomb: returned after %v, peak pids %d (limit %d), max host ticker lag %v, err %v", took, peak.Load(), spec.PidsLimit, time.Duration(maxLag.Load()), err)
-	// Either the kill script cleaned up, or the sandbox was stopped.
-	if _, _, _, err := run(t, sb, "true"); err == nil {
+	if survives {
 		assert.NotContains(t, psOf(t, sb), "while :")
 	} else {
+		_, _, _, err := run(t, sb, "true")
 		assert.ErrorIs(t, err, executor.ErrNotRunning)
 	}
 }

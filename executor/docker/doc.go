@@ -22,9 +22,11 @@
 // read-only, or Options.UseImageHelper) the helper is the main process and
 // Exec goes over its socket in the per-sandbox host directory (~1 ms). Without
 // it, Exec uses the Docker exec API (tens of ms): every command carries a
-// token in its environment, and because Docker cannot kill an exec, a second
-// exec runs a kill script that finds the token's processes and their
-// sessions in /proc (SIGTERM, SIGKILL after Options.StopGrace); when even
+// token in its environment, and because Docker cannot kill an exec, the
+// token's processes and every process of their sessions are found and
+// signalled (SIGTERM, SIGKILL after Options.StopGrace): from the host
+// through the container's cgroup and /proc when the gateway runs on the
+// daemon's host as root, else by a kill script in a second exec; when even
 // that cannot start (a fork bomb at the pids limit) the container is
 // killed. OOM kills are read from the container's memory cgroup counter
 // (on the host when reachable, else by exec), since State.OOMKilled only

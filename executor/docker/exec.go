@@ -81,6 +81,8 @@ type dockerExec struct {
 	stopGrace   time.Duration
 	callTimeout time.Duration
 	logger      hclog.Logger
+	// host, when set, stops processes from the host instead of by exec.
+	host *hostKiller
 	// stuck is called when the kill script cannot run (e.g. the pids limit
 	// is exhausted); it stops the whole container.
 	stuck func(ctx context.Context, reason string)
@@ -214,10 +216,19 @@ func (d *dockerExec) run(ctx context.Context, cmd *executor.Cmd) (executor.ExecR
 }
 
 // kill stops every process of the exec marked with token: SIGTERM, then
-// SIGKILL after the stop grace. It runs on a context the caller cannot
-// cancel, bounded by the grace plus a margin. When the kill script cannot
-// run at all, the whole container is stopped (stuck).
+// SIGKILL after the stop grace; from the host when it can (hostKiller),
+// else with the kill script in a second exec, on a context the caller
+// cannot cancel, bounded by the grace plus a margin. When the kill script
+// cannot run at all, the whole container is stopped (stuck).
 func (d *dockerExec) kill(ctx context.Context, token string) {
+	if d.host != nil {
+		err := d.host.kill(token)
+		if err == nil {
+			d.logger.Debug("exec stopped from the host", "container", shortID(d.containerID), "token", token)
+			return
+		}
+		d.logger.Warn("cannot stop an exec from the host; trying by exec", "container", shortID(d.containerID), "error", err)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.stopGrace+5*time.Second)
 	defer cancel()
 	tenths := strconv.FormatInt(int64(d.stopGrace/(100*time.Millisecond)), 10)

@@ -36,6 +36,9 @@ type Executor struct {
 
 	inflight sync.WaitGroup // creates under way
 
+	// noHostKill turns the host-side kill path off (tests of the script).
+	noHostKill bool
+
 	rec     *reconciler
 	ret     *retention
 	stopBg  chan struct{}
@@ -317,6 +320,9 @@ func (e *Executor) waitReady(ctx context.Context, sb *Sandbox) error {
 	if ins, err := e.api.ContainerInspect(callCtx, sb.id); err == nil && ins.State != nil {
 		if f := hostCgroupFile(ins.State.Pid, sb.id); f != "" {
 			sb.oom, sb.oomHost = hostOOMCounter{file: f}, true
+			if !e.noHostKill {
+				sb.docker.host = newHostKiller(f, e.o.StopGrace)
+			}
 		}
 	}
 	probe := func() error {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -414,4 +415,33 @@ func TestParseOOMKill(t *testing.T) {
 			assert.Equal(t, tc.want, n)
 		})
 	}
+}
+
+func TestHasEnvEntry(t *testing.T) {
+	env := []byte("A=1\x00AGENTBOX_EXEC=tok\x00B=AGENTBOX_EXEC=tok2\x00")
+	assert.True(t, hasEnvEntry(env, []byte("AGENTBOX_EXEC=tok")))
+	assert.False(t, hasEnvEntry(env, []byte("AGENTBOX_EXEC=tok2")), "only whole entries match")
+	assert.False(t, hasEnvEntry(env, []byte("AGENTBOX_EXEC=to")))
+	assert.True(t, hasEnvEntry([]byte("AGENTBOX_EXEC=tok"), []byte("AGENTBOX_EXEC=tok")), "no trailing NUL")
+	assert.False(t, hasEnvEntry(nil, []byte("x")))
+}
+
+func TestProcStatSelf(t *testing.T) {
+	state, sid, ok := procStat(os.Getpid())
+	require.True(t, ok)
+	assert.NotEmpty(t, state)
+	want, err := getsid()
+	require.NoError(t, err)
+	assert.Equal(t, want, sid)
+	_, _, ok = procStat(-1)
+	assert.False(t, ok)
+}
+
+// getsid is this process's session id.
+func getsid() (int, error) {
+	sid, _, errno := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(sid), nil
 }
