@@ -250,8 +250,14 @@ var (
 // ServeHTTP checks the token and budget, then forwards one call.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	if subtle.ConstantTimeCompare([]byte(presentedToken(r)), []byte(p.opts.Token)) != 1 {
-		p.log.Warn("model call refused: wrong or missing token", "path", r.URL.Path)
+	if tok := presentedToken(r); subtle.ConstantTimeCompare([]byte(tok), []byte(p.opts.Token)) != 1 {
+		if tok == "" {
+			// Claude Code probes its base URL without a key before the
+			// first call; that is not worth an operator's attention.
+			p.log.Debug("model call without a token refused", "method", r.Method, "path", r.URL.Path)
+		} else {
+			p.log.Warn("model call refused: wrong token", "method", r.Method, "path", r.URL.Path)
+		}
 		writeError(w, http.StatusUnauthorized, "authentication_error", "agentbox: invalid sandbox token; the API key inside a sandbox is a per-request token set by agentbox")
 		return
 	}

@@ -3,8 +3,6 @@ package openai_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -18,56 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// requireNode skips (locally) or fails (CI=true) unless node and npm are on
-// PATH, as internal/testenv does for Docker.
-func requireNode(t *testing.T) {
-	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			msg := tool + " is not on PATH; install Node.js 18 or later (with npm) to run the openai npm package's test"
-			if testenv.InCI() {
-				t.Fatalf("CI=true and %s", msg)
-			}
-			t.Skipf("%s (set CI=true to make this a failure)", msg)
-		}
-	}
-}
-
-// nodeClient installs testdata/node with `npm ci` into a cache directory
-// keyed by the lock file's hash (installed once per lock), and returns the
-// directory holding client.mjs and node_modules.
-func nodeClient(t *testing.T) string {
-	t.Helper()
-	src := filepath.Join("testdata", "node")
-	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
-	require.NoError(t, err)
-	sum := sha256.Sum256(lock)
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "agentbox", "node-openai-"+hex.EncodeToString(sum[:8]))
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	for _, name := range []string{"package.json", "package-lock.json", "client.mjs"} {
-		b, err := os.ReadFile(filepath.Join(src, name))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err == nil {
-		return dir
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "npm ci in %s: %s", dir, out)
-	return dir
-}
-
 func TestNodeSDK(t *testing.T) {
-	requireNode(t)
-	dir := nodeClient(t)
+	dir := testenv.NodePackage(t, "openai", filepath.Join("testdata", "node"), filepath.Join("testdata", "node", "client.mjs"))
 	st := newStack(t)
 	script, want := agentRun()
 	st.setScript("1", script)

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	sdk "github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/scriptedapi"
+)
+
+// Demo request parameters.
+const (
+	demoUser      = "demo"
+	demoAssistant = "coder"
+	demoPrompt    = "Write hello.txt in the workspace, then show me its content with cat."
+)
+
+// extension is the agentbox object of a streamed chunk (see
+// middleware/openai's doc).
+type extension struct {
+	Kind string `json:"kind"`
+	Text string `json:"text"`
+	Tool *struct {
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	} `json:"tool"`
+	ToolResult *struct {
+		Content string `json:"content"`
+		IsError bool   `json:"is_error"`
+	} `json:"tool_result"`
+	UI *struct {
+		Action string         `json:"action"`
+		Type   string         `json:"type"`
+		Props  map[string]any `json:"props"`
+	} `json:"ui"`
+	Timings map[string]float64 `json:"timings"`
+}
+
+// demoResult is what one demo request produced.
+type demoResult struct {
+	Chat     string
+	Content  string
+	Usage    sdk.CompletionUsage
+	Finish   string
+	File     string // the workspace path of the file the agent wrote
+	FileData []byte
+}
+
+// runDemo sends one streamed chat request for the coder assistant through
+// the official OpenAI Go SDK, printing the text, the tool activity and the
+// hook messages as they arrive, then the usage and the file the agent
+// wrote in the chat's workspace on the host.
+func runDemo(ctx context.Context, g *Gateway, dataDir string, out io.Writer) error {
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format, args...) }
+	chat := fmt.Sprintf("demo-%d", time.Now().Unix())
+	p("POST %s/v1/chat/completions  model=%s user=%s chat=%s stream=true\n> %s\n\n", g.URL, demoAssistant, demoUser, chat, demoPrompt)
+	res, err := demoRequest(ctx, g.URL, chat, demoPrompt, func(ext extension, text string) {
+		switch {
+		case text != "":
+			p("%s", text)
+		case ext.Kind == "tool_use" && ext.Tool != nil:
+			p("\n[tool] %s %s\n", ext.Tool.Name, ext.Tool.Input)
+		case ext.Kind == "tool_result" && ext.ToolResult != nil:
+			p("[tool result] %s\n", strings.TrimSpace(ext.ToolResult.Content))
+		case ext.Kind == "ui" && ext.UI != nil && ext.UI.Action != "end":
+			p("[hook %s %s] %v\n", ext.UI.Action, ext.UI.Type, ext.UI.Props)
+		case ext.Kind == "sandbox":
+			p("[sandbox] %s\n", ext.Text)
+		case ext.Kind == "done" && ext.Timings != nil:
+			p("\n[timings ms] container_start=%.0f create_hook=%.1f agent=%.0f next_hook=%.1f teardown=%.0f total=%.0f\n",
+				ext.Timings["container_start_ms"], ext.Timings["create_hook_ms"], ext.Timings["agent_ms"],
+				ext.Timings["next_hook_ms"], ext.Timings["teardown_ms"], ext.Timings["total_ms"])
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("demo request: %w", err)
+	}
+	p("\nfinish_reason: %s\nusage: prompt_tokens=%d completion_tokens=%d total_tokens=%d\n",
+		res.Finish, res.Usage.PromptTokens, res.Usage.CompletionTokens, res.Usage.TotalTokens)
+	res.File = filepath.Join(dataDir, "workspaces", demoUser, "chat-"+chat, scriptedapi.DemoFile)
+	if g.Model == nil {
+		p("\n(real model: the file it wrote, if any, is under %s)\n", filepath.Dir(res.File))
+		return nil
+	}
+	data, err := os.ReadFile(res.File)
+	if err != nil {
+		return fmt.Errorf("the scripted agent should have written %s: %w", res.File, err)
+	}
+	p("\n%s (on the host, after the container is gone):\n%s", res.File, data)
+	return nil
+}
+
+// demoRequest streams one chat completion for chat, calling on for every
+// text delta (text) and every agentbox extension object (ext), and returns
+// the accumulated result.
+func demoRequest(ctx context.Context, url, chat, prompt string, on func(ext extension, text string)) (*demoResult, error) {
+	client := sdk.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
+		option.WithHeader("X-Agentbox-User", demoUser), option.WithHeader("X-Agentbox-Chat", chat))
+	stream := client.Chat.Completions.NewStreaming(ctx, sdk.ChatCompletionNewParams{
+		Model:         demoAssistant,
+		Messages:      []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage(prompt)},
+		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
+	})
+	defer func() { _ = stream.Close() }()
+	res := &demoResult{Chat: chat}
+	var content strings.Builder
+	for stream.Next() {
+		chunk := stream.Current()
+		if f, ok := chunk.JSON.ExtraFields["agentbox"]; ok && f.Raw() != "" {
+			var ext extension
+			if err := json.Unmarshal([]byte(f.Raw()), &ext); err != nil {
+				return nil, fmt.Errorf("agentbox extension %s: %w", f.Raw(), err)
+			}
+			on(ext, "")
+		}
+		for _, ch := range chunk.Choices {
+			if ch.Delta.Content != "" {
+				content.WriteString(ch.Delta.Content)
+				on(extension{}, ch.Delta.Content)
+			}
+			if ch.FinishReason != "" {
+				res.Finish = ch.FinishReason
+			}
+		}
+		if chunk.JSON.Usage.Valid() {
+			res.Usage = chunk.Usage
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	res.Content = content.String()
+	if res.Finish != executor.FinishStop {
+		return res, fmt.Errorf("finish_reason %q, want %q", res.Finish, executor.FinishStop)
+	}
+	return res, nil
+}

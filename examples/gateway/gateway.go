@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/config"
+	"github.com/agentbox/agentbox/cursor"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/internal/scriptedapi"
+	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/openai"
+)
+
+// offlineKey stands in for a connector key that is not configured when the
+// gateway runs offline; only the scripted model server sees it.
+const offlineKey = "offline-demo-key"
+
+// Options configure a Gateway.
+type Options struct {
+	// Dir is the gateway directory: assistants/ and connectors/.
+	Dir string
+	// Addr is the listen address (host:port; port 0 picks a free one).
+	Addr string
+	// DataDir holds the chats' workspaces and the sandboxes' host
+	// directories.
+	DataDir string
+	// HelperBinary, when set, is bind-mounted into every sandbox as its
+	// helper (any image works); otherwise the image's own helper runs.
+	HelperBinary string
+	// Offline decides when connectors use the built-in scripted model
+	// server: "auto" for those whose key variable is unset, "always", or
+	// "never" (an unset key is then a config error).
+	Offline string
+	// Logger receives every log line.
+	Logger hclog.Logger
+	// LookupEnv reads the environment (os.LookupEnv when nil).
+	LookupEnv func(string) (string, bool)
+}
+
+// Gateway is the running example gateway: the OpenAI-compatible adapter
+// over a handler chain of the agentbox middleware and the gateway's own
+// direct connector call.
+type Gateway struct {
+	// URL is the base URL of the HTTP server (http://127.0.0.1:port).
+	URL string
+	// Model is the scripted model server when some connector runs
+	// offline, else nil.
+	Model *scriptedapi.Server
+	// Config is the loaded gateway directory.
+	Config *config.Gateway
+
+	log   hclog.Logger
+	orch  *middleware.Orchestrator
+	srv   *http.Server
+	done  chan error
+	close sync.Once
+	err   error
+}
+
+// Start loads the gateway directory, opens Docker, and serves HTTP. What
+// it opened is closed again when a later step fails.
+func Start(ctx context.Context, o Options) (g *Gateway, err error) {
+	if o.Logger == nil {
+		o.Logger = hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.Info})
+	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	g = &Gateway{log: o.Logger, done: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, g.Close())
+			g = nil
+		}
+	}()
+	if g.Config, err = g.load(o); err != nil {
+		return g, err
+	}
+	for _, p := range g.Config.Problems {
+		g.log.Warn("config: " + p.Error())
+	}
+	cat, err := middleware.CatalogFromConfig(g.Config, middleware.ConfigOptions{MCP: config.HelperRelay})
+	if err != nil {
+		return g, fmt.Errorf("assistants in %s: %w", o.Dir, err)
+	}
+	g.orch, err = middleware.New(ctx, middleware.Options{
+		Catalog: cat,
+		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
+			return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
+				HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == ""})
+		},
+		Runners: []executor.Runner{claude.New(), cursor.New()},
+		NewModelRouter: func(_ context.Context, log hclog.Logger) (middleware.ModelRouter, error) {
+			return middleware.NewProxyRouter(middleware.ProxyRouterOptions{Logger: log.Named("model")}), nil
+		},
+		Logger: g.log.Named("agentbox"),
+	})
+	if err != nil {
+		return g, err
+	}
+	next := &direct{assistants: g.Config.Assistants}
+	api, err := openai.New(openai.Options{Handler: middleware.Chain(next, g.orch.Wrap), Catalog: cat, Logger: g.log.Named("http")})
+	if err != nil {
+		return g, err
+	}
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return g, fmt.Errorf("listen on %s: %w; pass another -addr", o.Addr, err)
+	}
+	g.URL = "http://" + ln.Addr().String()
+	g.srv = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	go func() { g.done <- g.srv.Serve(ln) }()
+	ids := slices.Sorted(func(yield func(string) bool) {
+		for id := range g.Config.Assistants {
+			if !yield(id) {
+				return
+			}
+		}
+	})
+	g.log.Info("gateway listening", "url", g.URL, "assistants", strings.Join(ids, ","), "data", o.DataDir)
+	return g, nil
+}
+
+// load reads the gateway directory, pointing connectors whose key is not
+// configured at the scripted model server when o.Offline allows it.
+func (g *Gateway) load(o Options) (*config.Gateway, error) {
+	var missing []string
+	env := func(name string) (string, bool) {
+		v, ok := o.LookupEnv(name)
+		if (!ok || v == "") && o.Offline != "never" || o.Offline == "always" {
+			missing = append(missing, name)
+			return offlineKey, true
+		}
+		return v, ok
+	}
+	if o.Offline != "auto" && o.Offline != "always" && o.Offline != "never" {
+		return nil, fmt.Errorf("-offline %q: use auto, always or never", o.Offline)
+	}
+	cfg, err := config.Load(o.Dir, config.LoadOptions{LookupEnv: env})
+	if err != nil {
+		return nil, err
+	}
+	var offline []string
+	for _, c := range cfg.Connectors {
+		if c.Key.Reveal() != offlineKey || !slices.Contains(missing, c.KeyEnv) {
+			continue
+		}
+		if c.Type == config.ConnectorCursor {
+			return nil, fmt.Errorf("connector %q (%s): Cursor's CLI cannot run offline; export %s", c.ID, c.File, c.KeyEnv)
+		}
+		if g.Model == nil {
+			g.Model = scriptedapi.Start(scriptedapi.WithScript(offlineScript), scriptedapi.WithLogger(g.log.Named("scripted-model")))
+		}
+		c.Host = g.Model.URL
+		offline = append(offline, c.ID)
+	}
+	if len(offline) > 0 {
+		sort.Strings(offline)
+		g.log.Warn("========================================================================")
+		g.log.Warn("OFFLINE DEMO: no API key for these connectors, so they answer from the")
+		g.log.Warn("built-in SCRIPTED model server (canned answers, no real model):")
+		for _, id := range offline {
+			g.log.Warn("  connector "+describe(cfg.Connectors[id]), "key_env", cfg.Connectors[id].KeyEnv)
+		}
+		g.log.Warn("export the key variable (or run with -offline=never) to use the real API")
+		g.log.Warn("========================================================================")
+	}
+	return cfg, nil
+}
+
+// offlineScript answers the offline demo: an agent's request (it carries
+// tools) gets scriptedapi's Demo, which writes hello.txt and runs cat on
+// it; a plain chat request gets a short answer that quotes the prompt.
+func offlineScript(r *scriptedapi.Request) scriptedapi.Turn {
+	if len(r.ToolNames()) > 0 {
+		return scriptedapi.Demo(executor.ContainerWorkdir)(r)
+	}
+	t := scriptedapi.Say(fmt.Sprintf("(scripted model) You said: %q", strings.TrimSpace(r.LastUserText())))
+	u := plainUsage(r)
+	t.Usage = &u
+	return t
+}
+
+// plainUsage is the usage the offline model reports for a plain chat
+// request: about one token per four bytes of the request.
+func plainUsage(r *scriptedapi.Request) scriptedapi.Usage {
+	return scriptedapi.Usage{InputTokens: int64(len(r.Raw)/4 + 1), OutputTokens: 12}
+}
+
+// Close stops the HTTP server, drains the runs in flight and closes
+// Docker and the scripted model server. It is safe to call more than once.
+func (g *Gateway) Close() error {
+	g.close.Do(func() {
+		var errs []error
+		// Stop accepting at once; the runs in flight are drained (and
+		// cancelled after the middleware's bound) by the Orchestrator.
+		shut := make(chan error, 1)
+		if g.srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), middleware.DefaultDrainTimeout+10*time.Second)
+			defer cancel()
+			go func() { shut <- g.srv.Shutdown(ctx) }()
+		} else {
+			shut <- nil
+		}
+		if g.orch != nil {
+			errs = append(errs, g.orch.Close())
+		}
+		if err := <-shut; err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+		if g.srv != nil {
+			if err := <-g.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs = append(errs, fmt.Errorf("http: %w", err))
+			}
+		}
+		if g.Model != nil {
+			g.Model.Close()
+		}
+		g.err = errors.Join(errs...)
+	})
+	return g.err
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	sdk "github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/internal/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// startGateway runs the example gateway over examples/ offline (the
+// scripted model server answers), with the real image, Docker and the
+// helper built from this checkout.
+func startGateway(t *testing.T) (*Gateway, string) {
+	t.Helper()
+	img := testenv.RequireImage(t)
+	require.Equal(t, "agentbox/sandbox-claude:latest", img, "examples/assistants/coder names this image")
+	data := t.TempDir()
+	g, err := Start(context.Background(), Options{
+		Dir: "..", Addr: "127.0.0.1:0", DataDir: data, HelperBinary: testenv.HelperBinary(t), Offline: "always",
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.Warn, Output: testWriter{t}}),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, g.Close()) })
+	require.NotNil(t, g.Model, "offline: the scripted model server answers")
+	return g, data
+}
+
+// testWriter sends log lines to t.Log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// managedContainers lists the containers of data dir's executor.
+func managedContainers(t *testing.T, data string) []string {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelDataDir+"="+data).Output()
+	require.NoError(t, err)
+	return strings.Fields(string(out))
+}
+
+func client(url, user, chat string) sdk.Client {
+	return sdk.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
+		option.WithHeader("X-Agentbox-User", user), option.WithHeader("X-Agentbox-Chat", chat))
+}
+
+// TestDemo runs the main job as `make demo` does: one streamed sandboxed
+// request whose agent writes a file, which is then on the host.
+func TestDemo(t *testing.T) {
+	testenv.RequireImage(t)
+	data := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-demo", "-dir", "..", "-data", data, "-offline", "always", "-helper", testenv.HelperBinary(t)}, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	require.Equal(t, 0, code)
+	assert.Contains(t, stderr.String(), "OFFLINE DEMO", "the log says loudly that the model is scripted")
+	files, err := filepath.Glob(filepath.Join(data, "workspaces", demoUser, "chat-demo-*", scriptedapi.DemoFile))
+	require.NoError(t, err)
+	require.Len(t, files, 1, "the agent's file is in the chat's workspace")
+	got, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	assert.Equal(t, scriptedapi.DemoContent, string(got))
+	assert.Contains(t, stdout.String(), "[tool] Write")
+	assert.Contains(t, stdout.String(), "[tool] Bash")
+	assert.Contains(t, stdout.String(), "[hook replace text]", "the Create hook's UI message reached the client")
+	assert.Contains(t, stdout.String(), "finish_reason: stop")
+	assert.Empty(t, managedContainers(t, data), "no container left")
+}
+
+// TestStreamedEqualsNonStreamed: the official Go SDK gets the same
+// content streamed and not, and the usage in the stream's final chunk.
+func TestStreamedEqualsNonStreamed(t *testing.T) {
+	g, data := startGateway(t)
+	ctx := context.Background()
+	var chunks []sdk.ChatCompletionChunk
+	streamed, err := demoRequest(ctx, g.URL, "streamed", demoPrompt, func(extension, string) {})
+	require.NoError(t, err)
+	sc := client(g.URL, demoUser, "streamed-again")
+	s := sc.Chat.Completions.NewStreaming(ctx, sdk.ChatCompletionNewParams{
+		Model: demoAssistant, Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage(demoPrompt)},
+		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
+	})
+	for s.Next() {
+		chunks = append(chunks, s.Current())
+	}
+	require.NoError(t, s.Err())
+	require.NoError(t, s.Close())
+	require.NotEmpty(t, chunks)
+	last := chunks[len(chunks)-1]
+	assert.True(t, last.JSON.Usage.Valid(), "usage arrives in the final chunk")
+	assert.Positive(t, last.Usage.TotalTokens)
+	for _, c := range chunks[:len(chunks)-1] {
+		assert.False(t, c.JSON.Usage.Valid() && c.Usage.TotalTokens > 0, "usage only in the final chunk")
+	}
+
+	pc := client(g.URL, demoUser, "plain")
+	plain, err := pc.Chat.Completions.New(ctx, sdk.ChatCompletionNewParams{
+		Model: demoAssistant, Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage(demoPrompt)},
+	})
+	require.NoError(t, err)
+	require.Len(t, plain.Choices, 1)
+	assert.NotEmpty(t, streamed.Content)
+	assert.Equal(t, plain.Choices[0].Message.Content, streamed.Content, "streamed text == non-streamed content")
+	assert.Equal(t, "stop", plain.Choices[0].FinishReason)
+	assert.Equal(t, plain.Usage.PromptTokens, streamed.Usage.PromptTokens)
+	assert.Equal(t, plain.Usage.CompletionTokens, streamed.Usage.CompletionTokens)
+	assert.Equal(t, last.Usage.TotalTokens, streamed.Usage.TotalTokens)
+	assert.Empty(t, managedContainers(t, data))
+}
+
+// TestPlainAssistantPassesThrough: qa has no sandbox block; its request
+// reaches the connector as the client sent it (after the assistant's
+// prompts), and the connector's answer and usage come back unchanged.
+func TestPlainAssistantPassesThrough(t *testing.T) {
+	g, data := startGateway(t)
+	before := len(g.Model.MessageRequests())
+	msgs := []sdk.ChatCompletionMessageParamUnion{
+		sdk.SystemMessage("Be terse."),
+		sdk.UserMessage("What is 2+2?"),
+		sdk.AssistantMessage("4."),
+		sdk.UserMessage("And 3+3?"),
+	}
+	qc := client(g.URL, "alice", "qa-chat")
+	resp, err := qc.Chat.Completions.New(context.Background(), sdk.ChatCompletionNewParams{
+		Model: "qa", Messages: msgs, MaxTokens: sdk.Int(100), Temperature: sdk.Float(0.5),
+	})
+	require.NoError(t, err)
+	reqs := g.Model.MessageRequests()
+	require.Len(t, reqs, before+1, "one upstream call")
+	up := reqs[len(reqs)-1]
+	assert.Equal(t, "offline-demo-key", up.APIKey, "the connector's key, not the client's")
+	assert.Equal(t, "claude-sonnet-4-5", up.Body.Model, "the connector's model")
+	assert.Equal(t, 100, up.Body.MaxTokens)
+	var roles, texts []string
+	for _, m := range up.Body.Messages {
+		roles = append(roles, m.Role)
+		texts = append(texts, m.Content.Text())
+	}
+	assert.Equal(t, []string{"user", "assistant", "user"}, roles)
+	assert.Equal(t, []string{"What is 2+2?", "4.", "And 3+3?"}, texts)
+	var system []string
+	for _, b := range up.Body.System {
+		system = append(system, b.Text)
+	}
+	assert.Equal(t, []string{"Answer briefly and precisely.", "Be terse."}, system, "the assistant's prompt, then the client's")
+	assert.Empty(t, up.Body.Tools)
+
+	require.Len(t, resp.Choices, 1)
+	assert.Equal(t, `(scripted model) You said: "And 3+3?"`, resp.Choices[0].Message.Content)
+	assert.Equal(t, "stop", resp.Choices[0].FinishReason)
+	u := plainUsage(up)
+	assert.Equal(t, u.InputTokens, resp.Usage.PromptTokens)
+	assert.Equal(t, u.OutputTokens, resp.Usage.CompletionTokens)
+	assert.Empty(t, managedContainers(t, data), "no sandbox for a plain assistant")
+	assert.NoDirExists(t, filepath.Join(data, "workspaces", "alice"), "no workspace either")
+}
+
+// interval is when a request's sandbox was up, as the client saw it.
+type interval struct{ ready, closed time.Time }
+
+// sandboxRun sends one streamed request and records when its sandbox
+// became ready and was closed.
+func sandboxRun(ctx context.Context, url, chat string) (interval, error) {
+	var iv interval
+	_, err := demoRequest(ctx, url, chat, demoPrompt, func(ext extension, _ string) {
+		if ext.Kind == "sandbox" && ext.Text == "ready" {
+			iv.ready = time.Now()
+		}
+		if ext.Kind == "sandbox" && ext.Text == "closed" {
+			iv.closed = time.Now()
+		}
+	})
+	if err == nil && (iv.ready.IsZero() || iv.closed.IsZero()) {
+		err = fmt.Errorf("chat %s: no ready or closed sandbox event", chat)
+	}
+	return iv, err
+}
+
+// TestParallelRequests: 10 chats at once all complete; 5 requests on one
+// chat all complete, one after another; goroutines and containers return
+// to their baseline.
+func TestParallelRequests(t *testing.T) {
+	g, data := startGateway(t)
+	ctx := context.Background()
+	parallel := func(n int, chat func(i int) string) []interval {
+		var wg sync.WaitGroup
+		ivs := make([]interval, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() { ivs[i], errs[i] = sandboxRun(ctx, g.URL, chat(i)) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			assert.NoError(t, err, "request %d", i)
+		}
+		return ivs
+	}
+	// Warm up with the same load, so that connection pools (Docker's,
+	// the model proxy's) reach their steady size before the baseline.
+	// Idle keep-alive connections of the test's own HTTP client are not
+	// the gateway's; they are closed before each count.
+	parallel(10, func(i int) string { return fmt.Sprintf("warmup-%d", i) })
+	idle := http.DefaultTransport.(*http.Transport).CloseIdleConnections
+	idle()
+	time.Sleep(200 * time.Millisecond)
+	baseGoroutines := runtime.NumGoroutine()
+
+	start := time.Now()
+	parallel(10, func(i int) string { return fmt.Sprintf("many-%d", i) })
+	t.Logf("10 chats in parallel: %v", time.Since(start))
+
+	start = time.Now()
+	ivs := parallel(5, func(int) string { return "one" })
+	t.Logf("5 requests on one chat: %v", time.Since(start))
+	for i := range ivs {
+		for j := range ivs {
+			if i != j && ivs[i].ready.Before(ivs[j].ready) {
+				assert.True(t, ivs[i].closed.Before(ivs[j].ready), "runs %d and %d on one chat overlap", i, j)
+			}
+		}
+	}
+	chats, err := filepath.Glob(filepath.Join(data, "workspaces", demoUser, "chat-*", scriptedapi.DemoFile))
+	require.NoError(t, err)
+	assert.Len(t, chats, 21, "10 warmup + 10 + 1 chat workspaces, each with the agent's file")
+
+	assert.Empty(t, managedContainers(t, data), "containers back to baseline")
+	// A plain loop: assert.Eventually runs its condition on goroutines of
+	// its own, which would count.
+	after := runtime.NumGoroutine()
+	for deadline := time.Now().Add(10 * time.Second); after > baseGoroutines && time.Now().Before(deadline); after = runtime.NumGoroutine() {
+		idle()
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, after, baseGoroutines, "goroutines back to baseline")
+	t.Logf("goroutines: baseline %d, after %d", baseGoroutines, runtime.NumGoroutine())
+	if t.Failed() {
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		t.Log(b.String())
+	}
+}
+
+// TestNodeSDK: the openai npm package streams a sandboxed completion from
+// the example gateway; the streamed text equals the non-streamed content
+// and the usage arrives in the final chunk.
+func TestNodeSDK(t *testing.T) {
+	dir := testenv.NodePackage(t, "openai", filepath.Join("..", "..", "middleware", "openai", "testdata", "node"),
+		filepath.Join("testdata", "gateway.mjs"))
+	g, _ := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "gateway.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "BASE_URL="+g.URL+"/v1", "PROMPT="+demoPrompt)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node gateway.mjs: %s", stderr.String())
+	var got struct {
+		Content, Streamed, Finish, StreamFinish string
+		UsageInLastChunk                        bool
+		Usage, StreamUsage                      map[string]any
+		Tools                                   []string
+	}
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	assert.NotEmpty(t, got.Content)
+	assert.Equal(t, got.Content, got.Streamed, "streamed text == non-streamed content")
+	assert.Equal(t, "stop", got.Finish)
+	assert.Equal(t, "stop", got.StreamFinish)
+	assert.True(t, got.UsageInLastChunk, "usage arrives in the final chunk")
+	assert.Equal(t, got.Usage["prompt_tokens"], got.StreamUsage["prompt_tokens"])
+	assert.Equal(t, got.Usage["completion_tokens"], got.StreamUsage["completion_tokens"])
+	assert.Equal(t, []string{"Write", "Bash"}, got.Tools, "tool activity in the agentbox extension")
+}

@@ -1,0 +1,96 @@
+// Command gateway is a runnable example of an LLM gateway with the agentbox
+// middleware in its handler chain. It serves the OpenAI-compatible API
+// (POST /v1/chat/completions, GET /v1/models) for the assistants of a
+// gateway directory (default: examples/, with assistants/coder sandboxed
+// and assistants/qa plain). Requests for a sandboxed assistant run the
+// Claude Code CLI in a Docker container; the others go to the gateway's own
+// next handler, which calls the assistant's connector directly.
+//
+// With no API key in the environment the connectors answer from a built-in
+// scripted model server, so that the whole flow runs offline; the log says
+// so loudly. Export ANTHROPIC_API_KEY to use the real API.
+//
+// Usage:
+//
+//	go run ./examples/gateway [-addr 127.0.0.1:8080] [-dir examples] [-data DIR]
+//	go run ./examples/gateway -demo   # start, send one sandboxed request, print, exit
+//
+// Then, for example:
+//
+//	curl -s localhost:8080/v1/chat/completions -H 'X-Agentbox-User: alice' -H 'X-Agentbox-Chat: c1' \
+//	  -d '{"model":"coder","messages":[{"role":"user","content":"write hello.txt"}]}'
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run parses args, starts the gateway and serves until ctx ends, or, with
+// -demo, sends one request and returns. It returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := Options{}
+	fs.StringVar(&o.Dir, "dir", "examples", "gateway directory with assistants/ and connectors/")
+	fs.StringVar(&o.Addr, "addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
+	fs.StringVar(&o.DataDir, "data", defaultDataDir(), "directory for the chats' workspaces")
+	fs.StringVar(&o.HelperBinary, "helper", "", "helper binary to bind-mount into sandboxes (default: the image's own)")
+	fs.StringVar(&o.Offline, "offline", "auto", "scripted model server for connectors: auto (when their key is unset), always, never")
+	demo := fs.Bool("demo", false, "start on a free port, send one sandboxed chat request, print the answer and the file, exit")
+	level := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		_, _ = fmt.Fprintf(stderr, "gateway: unexpected argument %q; flags only (see -h)\n", fs.Arg(0))
+		return 2
+	}
+	o.Logger = hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.LevelFromString(*level), Output: stderr})
+	if *demo && o.Addr == "127.0.0.1:8080" {
+		o.Addr = "127.0.0.1:0"
+	}
+	g, err := Start(ctx, o)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "gateway: %v\n", err)
+		return 1
+	}
+	if *demo {
+		err = runDemo(ctx, g, o.DataDir, stdout)
+	} else {
+		<-ctx.Done()
+		o.Logger.Info("shutting down")
+	}
+	err = errors.Join(err, g.Close())
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "gateway: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// defaultDataDir is $XDG_DATA_HOME/agentbox (~/.local/share/agentbox).
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "agentbox")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "agentbox")
+	}
+	return filepath.Join(os.TempDir(), "agentbox")
+}
