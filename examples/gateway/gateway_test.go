@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,9 +24,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/openai"
 )
 
 // startGateway runs the example gateway over examples/ offline (the
@@ -293,4 +298,74 @@ func TestNodeSDK(t *testing.T) {
 	assert.Equal(t, got.Usage["prompt_tokens"], got.StreamUsage["prompt_tokens"])
 	assert.Equal(t, got.Usage["completion_tokens"], got.StreamUsage["completion_tokens"])
 	assert.Equal(t, []string{"Write", "Bash"}, got.Tools, "tool activity in the agentbox extension")
+}
+
+// TestPlainAssistantOpenAIUpstream: a plain assistant whose connector is
+// OpenAI-compatible gets its answer from that API (here agentbox's own
+// OpenAI adapter over a recording handler, a real chat completions
+// server), streamed, with the upstream's usage.
+func TestPlainAssistantOpenAIUpstream(t *testing.T) {
+	testenv.RequireDocker(t)
+	var mu sync.Mutex
+	var got []*middleware.Request
+	up, err := openai.New(openai.Options{Handler: middleware.HandlerFunc(func(_ context.Context, r *middleware.Request, emit middleware.Emit) (*middleware.Response, error) {
+		mu.Lock()
+		got = append(got, r)
+		mu.Unlock()
+		for _, part := range []string{"Hello ", "from ", "upstream"} {
+			if err := emit(executor.Event{Kind: executor.EventText, Text: part}); err != nil {
+				return nil, err
+			}
+		}
+		return &middleware.Response{Content: "Hello from upstream", FinishReason: executor.FinishStop,
+			Usage: executor.Usage{InputTokens: 21, OutputTokens: 3}}, nil
+	}), Authenticate: func(r *http.Request) (string, error) {
+		if r.Header.Get("Authorization") != "Bearer sk-up" {
+			return "", errors.New("wrong key")
+		}
+		return "connector-account", nil
+	}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+
+	dir := t.TempDir()
+	write := func(rel, content string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, rel), []byte(content), 0o644))
+	}
+	write("connectors/up.conn.yao", `{"type": "openai", "options": {"host": "`+srv.URL+`/v1", "model": "up-model", "key": "$ENV.UP_KEY"}}`)
+	write("assistants/chat/package.yao", `{"name": "Chat", "connector": "up"}`)
+	write("assistants/chat/prompts.yml", "- role: system\n  content: Be kind.\n")
+	g, err := Start(context.Background(), Options{Dir: dir, Addr: "127.0.0.1:0", DataDir: t.TempDir(), Offline: "never",
+		LookupEnv: func(k string) (string, bool) { return map[string]string{"UP_KEY": "sk-up"}[k], k == "UP_KEY" },
+		Logger:    hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, g.Close()) })
+	assert.Nil(t, g.Model, "no scripted model: the key is set")
+
+	c := client(g.URL, "bob", "c1")
+	s := c.Chat.Completions.NewStreaming(context.Background(), sdk.ChatCompletionNewParams{
+		Model: "chat", Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage("hi")},
+		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
+	})
+	var text strings.Builder
+	var usage sdk.CompletionUsage
+	for s.Next() {
+		ch := s.Current()
+		for _, c := range ch.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+		if ch.JSON.Usage.Valid() {
+			usage = ch.Usage
+		}
+	}
+	require.NoError(t, s.Err())
+	assert.Equal(t, "Hello from upstream", text.String())
+	assert.Equal(t, int64(21), usage.PromptTokens)
+	assert.Equal(t, int64(3), usage.CompletionTokens)
+	require.Len(t, got, 1)
+	assert.Equal(t, "up-model", got[0].Model, "the connector's model")
+	assert.Equal(t, "connector-account", got[0].UserID, "the connector's key authenticated the call")
+	assert.Equal(t, []executor.Message{{Role: "system", Content: "Be kind."}, {Role: "user", Content: "hi"}}, got[0].Messages)
 }
