@@ -1,0 +1,139 @@
+// Package examplehooks runs the core seed's hook examples (sections 4.6.2
+// and 4.6.3 of 001_4920bcaa0c741f9b.txt, copied unmodified to
+// coder/src/index.ts) against a real sandbox.
+package examplehooks
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/hooks"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/jsapi"
+	"github.com/agentbox/agentbox/middleware"
+)
+
+// seedHooks compiles coder/src/index.ts, the seed's examples.
+func seedHooks(t *testing.T) *jsapi.Hooks {
+	t.Helper()
+	h, err := jsapi.Load("coder", jsapi.Options{Timeout: 30 * time.Second})
+	require.NoError(t, err)
+	require.True(t, h.HasCreate() && h.HasNext())
+	return h
+}
+
+func newExecutor(t *testing.T) (*docker.Executor, string) {
+	t.Helper()
+	img := testenv.RequireImage(t)
+	data := t.TempDir()
+	e, err := docker.New(context.Background(), docker.Options{DataDir: data, Image: img, HelperBinary: testenv.HelperBinary(t),
+		ReconcileInterval: -1, RetentionInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, e.Close()) })
+	return e, data
+}
+
+func spec(chat string) executor.Spec {
+	return executor.Spec{UserID: "u1", ChatID: chat, AssistantID: "coder", MemoryBytes: 256 << 20, CPUs: 1, PidsLimit: 128,
+		Timeout: 2 * time.Minute, LeaseWait: 30 * time.Second}
+}
+
+// TestSeedCreateRejectsWithoutNode: the image has no Node.js, so the
+// seed's Create example throws "Node.js is required"; through the
+// middleware the request is rejected with that message, the hook's UI
+// message was sent and ended, the .env it wrote first is in the
+// workspace, and the container is gone.
+func TestSeedCreateRejectsWithoutNode(t *testing.T) {
+	h := seedHooks(t)
+	img := testenv.RequireImage(t)
+	out, err := exec.Command("docker", "run", "--rm", "--network", "none", img, "sh", "-c", "command -v node || echo absent").Output()
+	require.NoError(t, err)
+	require.Equal(t, "absent", strings.TrimSpace(string(out)), "the test image must not have Node.js")
+
+	data := t.TempDir()
+	sp := spec("")
+	sp.Image = img
+	a := &middleware.Assistant{ID: "coder", Hooks: h, Sandbox: &middleware.Sandbox{Runner: "claude", Spec: sp}}
+	cat, err := middleware.NewCatalog(a)
+	require.NoError(t, err)
+	o, err := middleware.New(context.Background(), middleware.Options{
+		Catalog: cat,
+		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
+			return docker.New(ctx, docker.Options{DataDir: data, Image: img, HelperBinary: testenv.HelperBinary(t), Logger: log,
+				ReconcileInterval: -1, RetentionInterval: -1})
+		},
+		Runners: []executor.Runner{claude.New()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, o.Close()) })
+
+	var mu sync.Mutex
+	var ui []string
+	_, err = o.Wrap(middleware.UnknownAssistant).Handle(context.Background(), &middleware.Request{
+		AssistantID: "coder", UserID: "u1", ChatID: "seed", Messages: []executor.Message{{Role: "user", Content: "build it"}},
+	}, func(ev executor.Event) error {
+		if ev.Kind == executor.EventUI {
+			mu.Lock()
+			ui = append(ui, ev.UI.Action+":"+ev.UI.Type)
+			mu.Unlock()
+		}
+		return nil
+	})
+	require.Error(t, err)
+	assert.Equal(t, middleware.KindHookRejected, middleware.KindOf(err))
+	assert.Contains(t, err.Error(), "Node.js is required")
+	assert.Equal(t, []string{"send:loading", "end:"}, ui, "the loading message was sent, then ended before the throw")
+	env, err := os.ReadFile(filepath.Join(data, "workspaces", "u1", "chat-seed", ".env"))
+	require.NoError(t, err)
+	assert.Equal(t, "DEBUG=true\nNODE_ENV=development", string(env))
+	ps, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelDataDir+"="+data).Output()
+	require.NoError(t, err)
+	assert.Empty(t, strings.TrimSpace(string(ps)), "the rejected request's container is removed")
+}
+
+// TestSeedNextStoresResult: in a workspace prepared for it (output/result.json
+// and src/), the seed's Next example reads the result into
+// ctx.memory.context, lists src/, tries git (absent from the image: logged
+// and skipped), removes tmp/ and keeps the default response.
+func TestSeedNextStoresResult(t *testing.T) {
+	h := seedHooks(t)
+	e, _ := newExecutor(t)
+	ctx := context.Background()
+	sb, err := e.Create(ctx, spec("next"))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, sb.Close(context.Background())) })
+	require.NoError(t, sb.WriteFile(ctx, "output/result.json", []byte(`{"status":"ok","files":["src/main.go"]}`)))
+	require.NoError(t, sb.WriteFile(ctx, "src/main.go", []byte("package main\n")))
+	require.NoError(t, sb.WriteFile(ctx, "tmp/scratch", []byte("x")))
+
+	var logs strings.Builder
+	hc := &hooks.Context{UserID: "u1", ChatID: "next", AssistantID: "coder", Sandbox: sb,
+		Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug, DisableTime: true})}
+	res, err := h.Next(ctx, hc, hooks.NextPayload{Completion: &executor.Completion{Content: "done", FinishReason: executor.FinishStop}})
+	require.NoError(t, err)
+	assert.Nil(t, res, "Next returns null: the default response stays")
+	req, _ := hc.Stores()
+	v, ok := req.Get("generated_result")
+	require.True(t, ok, "ctx.memory.context holds the result; log:\n%s", logs.String())
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(v, &got))
+	assert.Equal(t, map[string]any{"status": "ok", "files": []any{"src/main.go"}}, got)
+	assert.Contains(t, logs.String(), "Generated: main.go (13 bytes)")
+	assert.Contains(t, logs.String(), "git commit skipped", "git is absent from the image")
+	_, err = sb.Stat(ctx, "tmp")
+	assert.ErrorIs(t, err, os.ErrNotExist, "the cleanup's rm -rf tmp/ ran in the container")
+}
