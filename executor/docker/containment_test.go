@@ -159,7 +159,7 @@ func TestExecStopLeavesNoProcess(t *testing.T) {
 		}
 
 		ctx, cancel := context.WithCancel(context.Background())
-		var out syncBuffer
+		var out testenv.SyncBuffer
 		done := make(chan error, 1)
 		go func() {
 			_, err := sb.Exec(ctx, &executor.Cmd{Args: []string{"sh", "-c", script}, Stdout: &out})
@@ -387,21 +387,3 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*countingWriter)(nil)
-
-// syncBuffer is a strings.Builder safe for one writer and many readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}

@@ -147,34 +147,13 @@ func RunMCPRelay(ctx context.Context, o MCPRelayOptions) error {
 	if o.Server == "" {
 		return errors.New("helper: mcp relay needs --server <id> (the server name in .mcp.json)")
 	}
-	tok, err := relayToken(o)
+	conn, up, err := DialMCP(ctx, o)
 	if err != nil {
 		return err
-	}
-	conn, err := dialSock(ctx, o.Dir, MCPSocket)
-	if err != nil {
-		return fmt.Errorf("helper: mcp relay: dial host: %w", err)
 	}
 	defer func() { _ = conn.Close() }()
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
-
-	b, _ := json.Marshal(MCPHello{Version: ProtocolVersion, Server: o.Server, Token: tok})
-	if _, err := conn.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("helper: mcp relay: send hello: %w", err)
-	}
-	up := NewLineReader(conn, o.MaxLine)
-	line, err := up.ReadLine()
-	if err != nil {
-		return fmt.Errorf("helper: mcp relay: no answer to hello: %w", err)
-	}
-	var ack mcpAck
-	if err := json.Unmarshal(line, &ack); err != nil {
-		return fmt.Errorf("helper: mcp relay: malformed answer to hello: %w", err)
-	}
-	if !ack.OK {
-		return fmt.Errorf("%w: %s", ErrMCPRefused, ack.Error)
-	}
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
@@ -202,6 +181,87 @@ func RunMCPRelay(ctx context.Context, o MCPRelayOptions) error {
 	}
 	return errors.Join(errs...)
 }
+
+// DialMCP dials Dir/mcp.sock, presents the token and o.Server (an empty
+// server id asks for every tool granted to the request, as the agent CLI
+// does) and waits for the host's ack. On success the connection carries
+// newline-delimited JSON-RPC; read it through the returned LineReader,
+// which may already hold the host's first bytes. A refusal wraps
+// ErrMCPRefused with the host's reason.
+func DialMCP(ctx context.Context, o MCPRelayOptions) (net.Conn, *LineReader, error) {
+	if o.Dir == "" {
+		o.Dir = ContainerDir
+	}
+	if o.MaxLine <= 0 {
+		o.MaxLine = MaxMCPLine
+	}
+	tok, err := relayToken(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := dialSock(ctx, o.Dir, MCPSocket)
+	if err != nil {
+		return nil, nil, fmt.Errorf("helper: mcp relay: dial host: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	fail := func(err error) (net.Conn, *LineReader, error) {
+		_ = conn.Close()
+		return nil, nil, err
+	}
+	b, _ := json.Marshal(MCPHello{Version: ProtocolVersion, Server: o.Server, Token: tok})
+	if _, err := conn.Write(append(b, '\n')); err != nil {
+		return fail(fmt.Errorf("helper: mcp relay: send hello: %w", err))
+	}
+	up := NewLineReader(conn, o.MaxLine)
+	line, err := up.ReadLine()
+	if err != nil {
+		return fail(fmt.Errorf("helper: mcp relay: no answer to hello: %w", err))
+	}
+	var ack mcpAck
+	if err := json.Unmarshal(line, &ack); err != nil {
+		return fail(fmt.Errorf("helper: mcp relay: malformed answer to hello: %w", err))
+	}
+	if !ack.OK {
+		return fail(fmt.Errorf("%w: %s", ErrMCPRefused, ack.Error))
+	}
+	return conn, up, nil
+}
+
+// LineStream is an io.ReadCloser of the lines a LineReader reads, each
+// with its newline, for newline-delimited JSON-RPC transports (the MCP
+// SDK's IOTransport). Messages over the reader's cap fail the read with
+// ErrFrameTooLarge. Close closes the closer given to NewLineStream.
+type LineStream struct {
+	lr      *LineReader
+	c       io.Closer
+	pending []byte
+}
+
+// NewLineStream returns a LineStream reading lr and closing c.
+func NewLineStream(lr *LineReader, c io.Closer) *LineStream {
+	return &LineStream{lr: lr, c: c}
+}
+
+// Read implements io.Reader.
+func (l *LineStream) Read(p []byte) (int, error) {
+	for len(l.pending) == 0 {
+		line, err := l.lr.ReadLine()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				err = io.EOF
+			}
+			return 0, err
+		}
+		l.pending = append(append(l.pending[:0], line...), '\n')
+	}
+	n := copy(p, l.pending)
+	l.pending = l.pending[n:]
+	return n, nil
+}
+
+// Close implements io.Closer.
+func (l *LineStream) Close() error { return l.c.Close() }
 
 // relayToken picks the token: option, environment, then the token file.
 func relayToken(o MCPRelayOptions) (string, error) {

@@ -2,7 +2,6 @@ package modelproxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 const (
@@ -335,7 +334,7 @@ func TestOversizedBodyRefusedAtCap(t *testing.T) {
 // failed calls, neither the connector key nor the token is logged.
 func TestLogsHoldNoSecrets(t *testing.T) {
 	up := newUpstream(t)
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	lg := hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: &logs})
 	p := newProxy(t, up.URL, func(o *Options) { o.Logger = lg; o.Budget.MaxRequests = 1 })
 	c := serveUnix(t, p)
@@ -347,21 +346,4 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	require.NotEmpty(t, out)
 	assert.NotContains(t, out, testKey)
 	assert.NotContains(t, out, testToken)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -31,11 +32,16 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	args := os.Args[1:]
+	// Installed as abx (a link), the binary is the agent's tools CLI.
+	if filepath.Base(os.Args[0]) == helper.ToolsCommand {
+		args = append([]string{"tools"}, args...)
+	}
+	os.Exit(run(args, os.Stdin, os.Stdout, os.Stderr))
 }
 
 func usage(w io.Writer) {
-	_, _ = fmt.Fprintln(w, "usage: agentbox-helper serve|mcp|version [flags]; see `agentbox-helper serve -h`")
+	_, _ = fmt.Fprintln(w, "usage: agentbox-helper serve|mcp|tools|version [flags]; see `agentbox-helper serve -h`, `agentbox-helper tools -h`")
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -46,6 +52,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	switch args[0] {
+	case "tools":
+		return helper.RunTools(ctx, args[1:], stdout, stderr, helper.ToolsOptions{})
 	case "serve":
 		return serve(ctx, args[1:], stderr)
 	case "mcp":

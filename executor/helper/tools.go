@@ -1,0 +1,420 @@
+package helper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ToolsCommand is the short name of the agent-facing tools CLI in images
+// (a link to agentbox-helper; `agentbox-helper tools` is the same).
+const ToolsCommand = "abx"
+
+// ToolsOptions configure RunTools.
+type ToolsOptions struct {
+	// Dir holds mcp.sock and the token file (ContainerDir when empty).
+	Dir string
+	// Token overrides the token file (AGENTBOX_TOKEN, then Dir/token).
+	Token string
+	// Now is the clock (time.Now when nil); Location the time zone shown
+	// beside UTC (time.Local when nil).
+	Now      func() time.Time
+	Location *time.Location
+}
+
+// toolsUsage is printed for -h and for a wrong command line.
+const toolsUsage = `Usage: abx <command> [arguments]
+
+Calls the gateway's tools granted to this request (the same tools the
+agent sees as mcp__<server>__<tool>).
+
+Commands:
+  abx list                          list the tools, one block per tool
+  abx describe <tool>               show a tool's description and input schema
+  abx call <tool> ['<json object>'] call a tool; arguments as one JSON object,
+  abx call <tool> key=value ...     or as key=value pairs (values parsed as JSON when they are)
+  abx context                       show who this request runs for
+
+<tool> is mcp__<server>__<tool>, <server>/<tool>, or the bare tool name when
+only one server has it.
+`
+
+// RunTools is the agent-facing tools CLI (`abx`). Its output is written for
+// an LLM reader: labelled line-oriented fields, every time with its zone
+// and in UTC, results echoed back with what was called, hints where the
+// caller probably erred, errors that say how to fix them, and a total at
+// the end of every list. It returns the exit status: 0 on success, 1 when
+// the call or the tool failed, 2 for a wrong command line.
+func RunTools(ctx context.Context, args []string, stdout, stderr io.Writer, o ToolsOptions) int {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Location == nil {
+		o.Location = time.Local
+	}
+	fail := func(code int, format string, a ...any) int {
+		_, _ = fmt.Fprintf(stderr, "Error: "+format+"\n", a...)
+		return code
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		w := stdout
+		if len(args) == 0 {
+			w = stderr
+		}
+		_, _ = io.WriteString(w, toolsUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, rest := args[0], args[1:]
+	switch {
+	case cmd == "list" && len(rest) == 0, cmd == "context" && len(rest) == 0:
+	case cmd == "describe" && len(rest) == 1, cmd == "call" && len(rest) >= 1:
+	case cmd == "list" || cmd == "context" || cmd == "describe" || cmd == "call":
+		return fail(2, "wrong arguments for %q; usage:\n%s", cmd, toolsUsage)
+	default:
+		return fail(2, "unknown command %q; use list, describe, call or context (abx -h shows usage)", cmd)
+	}
+	var callArgs map[string]any
+	if cmd == "call" {
+		var err error
+		if callArgs, err = parseCallArgs(rest[1:]); err != nil {
+			return fail(2, "%v", err)
+		}
+	}
+	cs, err := dialTools(ctx, o)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	defer func() { _ = cs.Close() }()
+	p := func(format string, a ...any) { _, _ = fmt.Fprintf(stdout, format, a...) }
+	if cmd == "context" {
+		return printContext(cs, p, o)
+	}
+	tools, err := listTools(ctx, cs)
+	if err != nil {
+		return fail(1, "listing the tools: %v; the request may have ended (tools work only during it)", err)
+	}
+	if cmd == "list" {
+		for _, t := range tools {
+			printTool(p, t, false)
+		}
+		if len(tools) == 0 {
+			p("No tools are available to this request.\n  Hint: an assistant's mcp.servers in package.yao decides which gateway tools its sandbox sees\n")
+		}
+		p("Total: %d tool(s)\n", len(tools))
+		return 0
+	}
+	t, err := findTool(tools, rest[0])
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	if cmd == "describe" {
+		printTool(p, t, true)
+		return 0
+	}
+	return callTool(ctx, cs, t, callArgs, p, stderr, o)
+}
+
+// dialTools connects to the host as the agent CLI (server id "") and
+// initializes an MCP client session.
+func dialTools(ctx context.Context, o ToolsOptions) (*mcp.ClientSession, error) {
+	conn, lr, err := DialMCP(ctx, MCPRelayOptions{Dir: o.Dir, Token: o.Token})
+	if err != nil {
+		if errors.Is(err, ErrMCPRefused) {
+			return nil, fmt.Errorf("the gateway refused the connection: %v", strings.TrimPrefix(err.Error(), ErrMCPRefused.Error()+": "))
+		}
+		return nil, fmt.Errorf("cannot reach the gateway's tools: %w; abx works only inside an agentbox sandbox during a request", err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: ToolsCommand, Version: fmt.Sprint(ProtocolVersion)}, nil)
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: NewLineStream(lr, conn), Writer: conn, MaxLineLength: -1}, nil)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("starting the MCP session: %w", err)
+	}
+	return cs, nil
+}
+
+// listTools lists every tool, following pagination, sorted by name.
+func listTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
+	var out []*mcp.Tool
+	params := &mcp.ListToolsParams{}
+	for {
+		res, err := cs.ListTools(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res.Tools...)
+		if res.NextCursor == "" {
+			break
+		}
+		params.Cursor = res.NextCursor
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// splitToolName splits mcp__<server>__<tool>.
+func splitToolName(name string) (server, tool string) {
+	rest, _ := strings.CutPrefix(name, "mcp__")
+	server, tool, ok := strings.Cut(rest, "__")
+	if !ok {
+		return "", rest
+	}
+	return server, tool
+}
+
+// findTool resolves what the agent typed: the full name, server/tool, or
+// a bare tool name that only one server has.
+func findTool(tools []*mcp.Tool, want string) (*mcp.Tool, error) {
+	var bare []*mcp.Tool
+	for _, t := range tools {
+		server, tool := splitToolName(t.Name)
+		if t.Name == want || server+"/"+tool == want || server+"__"+tool == want {
+			return t, nil
+		}
+		if tool == want {
+			bare = append(bare, t)
+		}
+	}
+	if len(bare) == 1 {
+		return bare[0], nil
+	}
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	switch {
+	case len(bare) > 1:
+		var cands []string
+		for _, t := range bare {
+			cands = append(cands, t.Name)
+		}
+		return nil, fmt.Errorf("%q is ambiguous: %s; name the server, e.g. abx call %s", want, strings.Join(cands, ", "), cands[0])
+	case len(tools) == 0:
+		return nil, fmt.Errorf("no tool %q: this request has no tools (abx list shows them)", want)
+	}
+	msg := fmt.Sprintf("no tool %q; the %d available: %s", want, len(tools), strings.Join(names, ", "))
+	if near := nearest(want, names); near != "" {
+		msg += fmt.Sprintf("\n  Hint: did you mean %s?", near)
+	}
+	return nil, errors.New(msg)
+}
+
+// nearest is the name closest to want by edit distance, when close enough.
+func nearest(want string, names []string) string {
+	best, bestD := "", len(want)/2+2
+	for _, n := range names {
+		_, tool := splitToolName(n)
+		for _, cand := range []string{n, tool} {
+			if d := editDistance(want, cand); d < bestD {
+				best, bestD = n, d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// schemaArgs summarises an input schema's properties: "name (type,
+// required)", sorted.
+func schemaArgs(schema any) []string {
+	b, _ := json.Marshal(schema)
+	var s struct {
+		Properties map[string]struct {
+			Type        any    `json:"type"`
+			Description string `json:"description"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	_ = json.Unmarshal(b, &s)
+	var out []string
+	for name, p := range s.Properties {
+		kind := fmt.Sprint(p.Type)
+		if p.Type == nil {
+			kind = "any"
+		}
+		for _, r := range s.Required {
+			if r == name {
+				kind += ", required"
+			}
+		}
+		line := fmt.Sprintf("%s (%s)", name, kind)
+		if p.Description != "" {
+			line += ": " + p.Description
+		}
+		out = append(out, line)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// printTool prints one tool block; full adds the schema and an example.
+func printTool(p func(string, ...any), t *mcp.Tool, full bool) {
+	server, tool := splitToolName(t.Name)
+	p("Tool %s\n  Server: %s\n  Name: %s\n  Call: abx call %s/%s\n", t.Name, server, tool, server, tool)
+	p("  Description: %s\n", oneLine(t.Description))
+	args := schemaArgs(t.InputSchema)
+	if len(args) == 0 {
+		p("  Arguments: none\n")
+	}
+	for _, a := range args {
+		p("  Argument: %s\n", a)
+	}
+	if full {
+		b, _ := json.Marshal(t.InputSchema)
+		p("  Input schema: %s\n", b)
+	}
+}
+
+// oneLine joins a multi-line text into one line.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// parseCallArgs reads the call's arguments: nothing, one JSON object, or
+// key=value pairs (a value that parses as JSON is taken as JSON, else as a
+// string).
+func parseCallArgs(args []string) (map[string]any, error) {
+	out := map[string]any{}
+	if len(args) == 1 && strings.HasPrefix(strings.TrimSpace(args[0]), "{") {
+		if err := json.Unmarshal([]byte(args[0]), &out); err != nil {
+			return nil, fmt.Errorf("the arguments are not a JSON object: %w; quote them for the shell, e.g. abx call srv/tool '{\"key\": \"value\"}'", err)
+		}
+		return out, nil
+	}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("argument %q is neither key=value nor a JSON object; write key=value (e.g. text=hello) or one '{...}' object", a)
+		}
+		var jv any
+		if err := json.Unmarshal([]byte(v), &jv); err == nil {
+			out[k] = jv
+		} else {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// fmtTime shows t in loc and in UTC.
+func fmtTime(t time.Time, loc *time.Location) (local, utc string) {
+	l := t.In(loc)
+	return fmt.Sprintf("%s (%s)", l.Format("Mon 2006-01-02 15:04:05"), zoneName(l)), t.UTC().Format(time.RFC3339)
+}
+
+// zoneName is the location's name, or its abbreviation when it is Local.
+func zoneName(t time.Time) string {
+	if n := t.Location().String(); n != "Local" {
+		return n
+	}
+	abbr, _ := t.Zone()
+	return abbr
+}
+
+// callTool calls t and prints what was called, when, and what came back.
+func callTool(ctx context.Context, cs *mcp.ClientSession, t *mcp.Tool, args map[string]any, p func(string, ...any), stderr io.Writer, o ToolsOptions) int {
+	start := o.Now()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: args})
+	took := o.Now().Sub(start)
+	argJSON, _ := json.Marshal(args)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "Error: calling %s with %s: %v\n", t.Name, argJSON, err)
+		return 1
+	}
+	server, tool := splitToolName(t.Name)
+	local, utc := fmtTime(start, o.Location)
+	status := "ok"
+	if res.IsError {
+		status = "error"
+	}
+	p("Called %s\n  Server: %s\n  Tool: %s\n  Arguments: %s\n  Time: %s\n  UTC: %s\n  Duration: %s\n  Status: %s\n",
+		t.Name, server, tool, argJSON, local, utc, took.Round(time.Millisecond), status)
+	var text []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text = append(text, tc.Text)
+		} else {
+			b, _ := json.Marshal(c)
+			text = append(text, string(b))
+		}
+	}
+	lines := strings.Split(strings.TrimRight(strings.Join(text, "\n"), "\n"), "\n")
+	if len(text) == 0 {
+		lines = nil
+	}
+	p("  Result lines: %d\n", len(lines))
+	for _, l := range lines {
+		p("  | %s\n", l)
+	}
+	if res.IsError {
+		if len(args) == 0 && len(schemaArgs(t.InputSchema)) > 0 {
+			p("  Hint: no arguments were sent; abx describe %s/%s shows what the tool takes\n", server, tool)
+		}
+		return 1
+	}
+	return 0
+}
+
+// requestContext is the JSON the host puts in the agent connection's
+// instructions (mcphost.Context).
+type requestContext struct {
+	User        string    `json:"user"`
+	Chat        string    `json:"chat"`
+	Assistant   string    `json:"assistant"`
+	Sandbox     string    `json:"sandbox"`
+	Opened      time.Time `json:"opened"`
+	CallTimeout string    `json:"call_timeout"`
+	Servers     []string  `json:"servers"`
+}
+
+// printContext prints the request's identity as the host reported it.
+func printContext(cs *mcp.ClientSession, p func(string, ...any), o ToolsOptions) int {
+	var rc requestContext
+	if ir := cs.InitializeResult(); ir == nil || json.Unmarshal([]byte(ir.Instructions), &rc) != nil {
+		p("Request context: unavailable (the gateway sent none)\n")
+		return 1
+	}
+	opened, openedUTC := fmtTime(rc.Opened, o.Location)
+	now, nowUTC := fmtTime(o.Now(), o.Location)
+	p("Request context\n  User: %s\n  Chat: %s\n  Assistant: %s\n  Sandbox: %s\n  Started: %s\n  Started UTC: %s\n  Now: %s\n  Now UTC: %s\n  Call timeout: %s\n",
+		rc.User, rc.Chat, rc.Assistant, rc.Sandbox, opened, openedUTC, now, nowUTC, rc.CallTimeout)
+	for _, s := range rc.Servers {
+		p("  Server: %s\n", s)
+	}
+	p("Total: %d server(s)\n", len(rc.Servers))
+	return 0
+}

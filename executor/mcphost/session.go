@@ -1,0 +1,389 @@
+package mcphost
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox/agentbox/executor/helper"
+)
+
+// AgentServer is the server id the agent-facing CLI (`abx`) presents in its
+// hello: one connection that sees every granted tool, each named
+// mcp__<server>__<tool> as Claude Code names it.
+const AgentServer = ""
+
+// errRevoked is the cause of a session's context once its token died.
+var errRevoked = errors.New("mcphost: the request ended and its token was revoked")
+
+// OpenOptions say where and for whom a Session serves.
+type OpenOptions struct {
+	// HostDir is the sandbox's host directory (Sandbox.HostDir), mounted at
+	// /run/agentbox in the container; mcp.sock and the token file go there.
+	HostDir string
+	// UID and GID own the socket and the token file (the sandbox user);
+	// -1 keeps the owner.
+	UID, GID int
+	// Sandbox is the sandbox's id, for the handlers and the logs.
+	Sandbox string
+	// Grant is the request's token, identity and allowlist.
+	Grant Grant
+}
+
+// Context is what a Session tells the agent CLI about its request (the
+// instructions of its AgentServer connection, as JSON).
+type Context struct {
+	Identity
+	Sandbox     string    `json:"sandbox"`
+	Opened      time.Time `json:"opened"`
+	CallTimeout string    `json:"call_timeout"`
+	Servers     []string  `json:"servers"`
+}
+
+// Session is one run's MCP endpoint: mcp.sock in the sandbox's host
+// directory, accepting connections that present the run's token. Close it
+// when the request ends: the token dies, calls in flight are cancelled and
+// connections closed. Its methods are safe for concurrent use.
+type Session struct {
+	h      *Host
+	o      OpenOptions
+	log    hclog.Logger
+	ln     net.Listener
+	opened time.Time
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	sem    chan struct{}
+
+	revoked atomic.Bool
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+	err     error
+}
+
+// Open starts a Session: it writes the token file (mode 0400, the sandbox
+// user's; the in-container relay and CLI read it) and listens on mcp.sock.
+func (h *Host) Open(o OpenOptions) (*Session, error) {
+	if o.HostDir == "" {
+		return nil, errors.New("mcphost: OpenOptions.HostDir is empty; pass the sandbox's host directory (Sandbox.HostDir)")
+	}
+	if o.Grant.Token == "" {
+		tok, err := NewToken()
+		if err != nil {
+			return nil, err
+		}
+		o.Grant.Token = tok
+	}
+	if err := writeToken(o); err != nil {
+		return nil, err
+	}
+	ln, err := helper.ListenHostSocket(o.HostDir, helper.MCPSocket, o.UID, o.GID)
+	if err != nil {
+		_ = os.Remove(filepath.Join(o.HostDir, helper.TokenFile))
+		return nil, fmt.Errorf("mcphost: %w", err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s := &Session{h: h, o: o, ln: ln, opened: h.opts.Now(), ctx: ctx, cancel: cancel,
+		sem: make(chan struct{}, h.opts.MaxConns), conns: map[net.Conn]struct{}{},
+		log: h.log.With("sandbox", o.Sandbox, "user", o.Grant.Identity.User, "chat", o.Grant.Identity.Chat, "assistant", o.Grant.Identity.Assistant)}
+	s.wg.Go(s.accept)
+	return s, nil
+}
+
+// NewToken returns a fresh random per-request token.
+func NewToken() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("mcphost: token: %w", err)
+	}
+	return "abx-mcp-" + hex.EncodeToString(b[:]), nil
+}
+
+// writeToken writes the token file atomically, readable only by the
+// sandbox user.
+func writeToken(o OpenOptions) error {
+	path := filepath.Join(o.HostDir, helper.TokenFile)
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.WriteFile(tmp, []byte(o.Grant.Token+"\n"), 0o400); err != nil {
+		return fmt.Errorf("mcphost: write the token file: %w", err)
+	}
+	if o.UID >= 0 {
+		if err := os.Chown(tmp, o.UID, o.GID); err != nil {
+			_ = os.Remove(tmp)
+			return fmt.Errorf("mcphost: give the token file to the sandbox user %d:%d: %w", o.UID, o.GID, err)
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("mcphost: write the token file: %w", err)
+	}
+	return nil
+}
+
+// Token is the request's token.
+func (s *Session) Token() string { return s.o.Grant.Token }
+
+// Revoke kills the token: later connections are refused, open ones closed
+// and calls in flight cancelled. The socket stays until Close.
+func (s *Session) Revoke() {
+	if s.revoked.Swap(true) {
+		return
+	}
+	s.cancel(errRevoked)
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	_ = os.Remove(filepath.Join(s.o.HostDir, helper.TokenFile))
+}
+
+// Close revokes the token, stops listening and waits for the connections'
+// goroutines (a handler that ignores its context is abandoned, not waited
+// for).
+func (s *Session) Close() error {
+	s.once.Do(func() {
+		s.Revoke()
+		if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.err = err
+		}
+		s.wg.Wait()
+		_ = os.Remove(filepath.Join(s.o.HostDir, helper.MCPSocket))
+	})
+	return s.err
+}
+
+func (s *Session) accept() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			s.log.Warn("refused an MCP connection: too many open", "max", cap(s.sem))
+			_ = helper.WriteMCPAck(c, fmt.Errorf("too many open MCP connections (%d); close one and retry", cap(s.sem)))
+			_ = c.Close()
+			continue
+		}
+		if !s.track(c) {
+			// Revoked: answer the hello with the reason, then close.
+			s.wg.Go(func() {
+				defer func() { <-s.sem }()
+				defer func() { _ = c.Close() }()
+				_ = c.SetDeadline(time.Now().Add(s.h.opts.HelloTimeout))
+				if _, err := helper.ReadMCPHello(helper.NewLineReader(c, s.h.opts.MaxLine)); err == nil {
+					err = s.admit(helper.MCPHello{})
+					s.log.Warn("refused an MCP connection", "reason", err)
+					_ = helper.WriteMCPAck(c, err)
+				}
+			})
+			continue
+		}
+		s.wg.Go(func() {
+			defer func() { <-s.sem }()
+			defer s.untrack(c)
+			s.serve(c)
+		})
+	}
+}
+
+func (s *Session) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.revoked.Load() {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Session) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	_ = c.Close()
+}
+
+// admit checks a hello against the grant. Its error text goes back to the
+// relay: it never contains the token.
+func (s *Session) admit(h helper.MCPHello) error {
+	switch {
+	case s.revoked.Load():
+		return fmt.Errorf("%w: the token expired (its request ended); tools are only available during the request", ErrRefused)
+	case !h.TokenMatches(s.o.Grant.Token):
+		return fmt.Errorf("%w: wrong token for this sandbox; use the token in /run/agentbox/token of this sandbox", ErrRefused)
+	case h.Server == AgentServer:
+		return nil
+	}
+	if _, ok := s.o.Grant.Allow[h.Server]; !ok {
+		return fmt.Errorf("%w: the server %q is not enabled for this assistant; add it to mcp.servers", ErrRefused, h.Server)
+	}
+	if len(s.h.granted(&s.o.Grant, h.Server)) == 0 {
+		return fmt.Errorf("%w: the gateway has no allowed tools for the server %q; register them on the host or fix mcp.servers[].tools", ErrRefused, h.Server)
+	}
+	return nil
+}
+
+func (s *Session) serve(c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(s.h.opts.HelloTimeout))
+	lr := helper.NewLineReader(c, s.h.opts.MaxLine)
+	hello, err := helper.ReadMCPHello(lr)
+	if err != nil {
+		s.log.Warn("refused an MCP connection: bad hello", "error", err)
+		_ = helper.WriteMCPAck(c, fmt.Errorf("%w: send the hello line first (agentbox-helper mcp does)", ErrRefused))
+		return
+	}
+	log := s.log.With("server", hello.Server)
+	if err := s.admit(hello); err != nil {
+		log.Warn("refused an MCP connection", "reason", err)
+		_ = helper.WriteMCPAck(c, err)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	srv := s.server(hello.Server, log)
+	if err := helper.WriteMCPAck(c, nil); err != nil {
+		return
+	}
+	t := &mcp.IOTransport{Reader: helper.NewLineStream(lr, c), Writer: c, MaxLineLength: -1}
+	ss, err := srv.Connect(s.ctx, t, nil)
+	if err != nil {
+		log.Warn("MCP session failed to start", "error", err)
+		return
+	}
+	stop := context.AfterFunc(s.ctx, func() { _ = ss.Close() })
+	defer stop()
+	if err := ss.Wait(); errors.Is(err, helper.ErrFrameTooLarge) {
+		log.Warn("closed an MCP connection: message over the size cap", "max_bytes", s.h.opts.MaxLine)
+	}
+}
+
+// server builds the MCP server one connection sees: the granted tools of
+// one server, or of all servers for the agent CLI.
+func (s *Session) server(id string, log hclog.Logger) *mcp.Server {
+	var tools []*registered
+	var instructions string
+	if id == AgentServer {
+		servers := make([]string, 0, len(s.o.Grant.Allow))
+		for srv := range s.o.Grant.Allow {
+			servers = append(servers, srv)
+		}
+		sort.Strings(servers)
+		for _, srv := range servers {
+			tools = append(tools, s.h.granted(&s.o.Grant, srv)...)
+		}
+		b, _ := json.Marshal(Context{Identity: s.o.Grant.Identity, Sandbox: s.o.Sandbox, Opened: s.opened,
+			CallTimeout: s.h.opts.CallTimeout.String(), Servers: servers})
+		instructions = string(b)
+	} else {
+		tools = s.h.granted(&s.o.Grant, id)
+	}
+	ms := mcp.NewServer(&mcp.Implementation{Name: "agentbox", Version: "1"}, &mcp.ServerOptions{Instructions: instructions, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		name := t.Name
+		if id == AgentServer {
+			name = "mcp__" + t.server + "__" + t.Name
+		}
+		names = append(names, name)
+		ms.AddTool(&mcp.Tool{Name: name, Description: t.Description, InputSchema: t.schema}, s.handler(t, log))
+	}
+	ms.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" && !slices.Contains(names, p.Name) {
+				log.Warn("refused a tool call outside the allowlist", "tool", p.Name)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+					Message: fmt.Sprintf("tool %q is not available to this assistant; tools/list shows the tools it may call", p.Name)}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return ms
+}
+
+// handler wraps a registered tool: schema check, deadline, cancellation
+// with the request, panic recovery, one log line per call.
+func (s *Session) handler(t *registered, log hclog.Logger) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
+		args := req.Params.Arguments
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage(`{}`)
+		}
+		res, err := s.run(ctx, t, args)
+		took := time.Since(start)
+		if err != nil {
+			log.Warn("tool call failed", "tool", t.Name, "took", took, "error", err)
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+		}
+		log.Info("tool call", "tool", t.Name, "took", took, "is_error", res.IsError, "result_bytes", len(res.Text))
+		return &mcp.CallToolResult{IsError: res.IsError, Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}}, nil
+	}
+}
+
+// outcome is a handler's return.
+type outcome struct {
+	res *Result
+	err error
+}
+
+// run validates args and runs the handler under the call's deadline and
+// the session's life, recovering a panic; a handler still running at the
+// deadline is abandoned.
+func (s *Session) run(ctx context.Context, t *registered, args json.RawMessage) (*Result, error) {
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		return nil, fmt.Errorf("the arguments of %s are not JSON: %w; send a JSON object", t.Name, err)
+	}
+	if err := t.resolved.Validate(v); err != nil {
+		return nil, fmt.Errorf("the arguments of %s do not match its input schema: %w; see the tool's schema (abx describe %s/%s)", t.Name, err, t.server, t.Name)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, s.h.opts.CallTimeout, ErrCallTimeout)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	call := &Call{Identity: s.o.Grant.Identity, Sandbox: s.o.Sandbox, Server: t.server, Tool: t.Name, Arguments: args}
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- outcome{err: fmt.Errorf("%w: %s: %v; the gateway's log has the details, retrying will likely fail the same way", ErrHandlerPanic, t.Name, p)}
+			}
+		}()
+		res, err := t.Handler(ctx, call)
+		if res == nil && err == nil {
+			res = &Result{}
+		}
+		done <- outcome{res, err}
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-ctx.Done():
+		if s.ctx.Err() != nil {
+			return nil, fmt.Errorf("the tool %s was cancelled: %w", t.Name, context.Cause(s.ctx))
+		}
+		if errors.Is(context.Cause(ctx), ErrCallTimeout) {
+			return nil, fmt.Errorf("%w: %s did not finish within %v and was cancelled; retry with less work or ask the gateway to raise the limit", ErrCallTimeout, t.Name, s.h.opts.CallTimeout)
+		}
+		return nil, fmt.Errorf("the tool %s was cancelled: %w", t.Name, ctx.Err())
+	}
+}
