@@ -43,8 +43,10 @@ const (
 	DefaultPermissionMode = "acceptEdits"
 )
 
-// defaultPath is PATH for the CLI: the image's tools live in these.
-const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+// defaultPath is PATH for the CLI: the image's tools live in these, after
+// /opt/agentbox/bin, where executor/docker mounts a host-provided helper
+// (agentbox-helper for .mcp.json's relay, abx for the agent's tools).
+const defaultPath = "/opt/agentbox/bin:/usr/local/bin:/usr/bin:/bin"
 
 // DefaultAllowedTools are allowed in every run besides the assistant's and
 // the request's own: the shell (the container is the boundary) and Skill,

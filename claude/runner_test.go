@@ -83,7 +83,7 @@ func TestInvocationDefaults(t *testing.T) {
 
 	env := envMap(inv.Env)
 	assert.Equal(t, map[string]string{
-		"PATH":                    "/usr/local/bin:/usr/bin:/bin",
+		"PATH":                    "/opt/agentbox/bin:/usr/local/bin:/usr/bin:/bin",
 		"HOME":                    "/home/agent",
 		"CLAUDE_CONFIG_DIR":       "/home/agent/.claude",
 		"SHELL":                   "/bin/bash",

@@ -25,8 +25,9 @@ const (
 	MCPFile = ".cursor/mcp.json"
 )
 
-// defaultPath is PATH for the CLI: the image's tools live in these.
-const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+// defaultPath is PATH for the CLI: the image's tools live in these, after
+// /opt/agentbox/bin, where executor/docker mounts a host-provided helper.
+const defaultPath = "/opt/agentbox/bin:/usr/local/bin:/usr/bin:/bin"
 
 // Sandbox arguments a cursor assistant may set (the config package's
 // schema for the cursor command declares the same two).

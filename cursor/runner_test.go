@@ -30,7 +30,7 @@ func TestInvocationShape(t *testing.T) {
 		"--force", "--trust", "--workspace", "/workspace", "--model", "sonnet-4.5",
 	}, inv.Args)
 	assert.Equal(t, []string{
-		"HOME=/home/agent", "PATH=/usr/local/bin:/usr/bin:/bin", "NO_COLOR=1", "CURSOR_API_KEY=key_live_123",
+		"HOME=/home/agent", "PATH=/opt/agentbox/bin:/usr/local/bin:/usr/bin:/bin", "NO_COLOR=1", "CURSOR_API_KEY=key_live_123",
 	}, inv.Env)
 	assert.Equal(t, "Create hello.txt", string(inv.Stdin), "a single turn goes to stdin unchanged")
 	assert.Equal(t, "---\ndescription: Instructions of the agentbox assistant (written by agentbox on every run)\nalwaysApply: true\n---\n\nYou are a careful coder.\n", string(inv.Files[RulesFile]))

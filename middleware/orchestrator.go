@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/hashicorp/go-hclog"
 )
@@ -36,6 +37,12 @@ type Options struct {
 	// report). The Orchestrator owns what it returns; when it also
 	// implements io.Closer it is closed in Close.
 	NewModelRouter func(ctx context.Context, log hclog.Logger) (ModelRouter, error)
+	// Tools serves the gateway's own tools to the agents (optional): for
+	// each run of an assistant whose MCP servers have tools registered
+	// here, a Session on mcp.sock in the sandbox's host directory, granted
+	// the assistant's allowed tools (Sandbox.Run.AllowedTools) and the
+	// request's identity, revoked when the run ends.
+	Tools *mcphost.Host
 	// ChatMemory backs the hooks' ctx.memory.chat (default: a fresh
 	// hooks.NewChatMemory with its default caps).
 	ChatMemory *hooks.ChatMemory

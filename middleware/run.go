@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/hashicorp/go-hclog"
 )
@@ -33,6 +34,7 @@ type run struct {
 	t     Timings
 	sb    executor.Sandbox
 	route ModelRoute
+	tools *mcphost.Session
 	hc    *hooks.Context
 
 	emitMu   sync.Mutex
@@ -218,9 +220,39 @@ func (r *run) start(ctx context.Context) error {
 		}
 		r.route = route
 	}
+	if err := r.openTools(sb); err != nil {
+		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's tools could not open; the gateway's log has the details"))
+	}
 	if err := r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxReady}); err != nil {
 		return r.failure(ctx, err, nil)
 	}
+	return nil
+}
+
+// openTools starts the run's MCP session when the gateway serves tools
+// and the assistant is granted some (its mcp__<server> allowed tools).
+func (r *run) openTools(sb executor.Sandbox) error {
+	host := r.o.opts.Tools
+	if host == nil {
+		return nil
+	}
+	allow := mcphost.AllowFromTools(r.a.Sandbox.Run.AllowedTools)
+	if len(allow) == 0 {
+		return nil
+	}
+	if sb.HostDir() == "" {
+		return errors.New("middleware: the sandbox has no host directory for the tools socket; run the executor with the helper")
+	}
+	uid, gid, err := sandboxUser(r.a.Sandbox.Spec.User)
+	if err != nil {
+		return err
+	}
+	s, err := host.Open(mcphost.OpenOptions{HostDir: sb.HostDir(), UID: uid, GID: gid, Sandbox: sb.ID(), Grant: mcphost.Grant{
+		Identity: mcphost.Identity{User: r.req.UserID, Chat: r.req.ChatID, Assistant: r.a.ID}, Allow: allow}})
+	if err != nil {
+		return err
+	}
+	r.tools = s
 	return nil
 }
 
@@ -230,6 +262,11 @@ func (r *run) teardown(ctx context.Context) {
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.opts.TeardownTimeout)
 	defer cancel()
+	if r.tools != nil {
+		if err := r.tools.Close(); err != nil {
+			r.log.Warn("closing the tools session failed", "error", err)
+		}
+	}
 	if r.route != nil {
 		if err := r.route.Close(); err != nil {
 			r.log.Warn("closing the model route failed", "error", err)

@@ -191,8 +191,11 @@ func (p plan) containerConfig(o Options, sandboxID, workspaceDir, hostDir string
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate, NonRecursive: true}},
 	}
 	if o.HelperBinary != "" {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: o.HelperBinary, Target: ContainerHelperPath, ReadOnly: true,
-			BindOptions: &mount.BindOptions{NonRecursive: true}})
+		// The helper is also the agent's tools CLI when called as abx.
+		for _, target := range []string{ContainerHelperPath, ContainerToolsPath} {
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: o.HelperBinary, Target: target, ReadOnly: true,
+				BindOptions: &mount.BindOptions{NonRecursive: true}})
+		}
 	}
 	hc := &container.HostConfig{
 		AutoRemove:     true,

@@ -39,6 +39,12 @@ const (
 	ContainerHostDir = "/run/agentbox"
 	// ContainerHelperPath is where Options.HelperBinary is mounted.
 	ContainerHelperPath = "/opt/agentbox/bin/agentbox-helper"
+	// ContainerToolsPath is Options.HelperBinary mounted again as abx, the
+	// agent's tools CLI (the helper's argv[0] decides). Runners put
+	// ContainerBinDir first on PATH.
+	ContainerToolsPath = "/opt/agentbox/bin/abx"
+	// ContainerBinDir holds the mounted helper binaries.
+	ContainerBinDir = "/opt/agentbox/bin"
 )
 
 // Options configures an Executor. Only DataDir is required.

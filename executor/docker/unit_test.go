@@ -84,9 +84,11 @@ func TestContainerConfigBaseline(t *testing.T) {
 	assert.True(t, hc.AutoRemove)
 	assert.Equal(t, hc.Memory, hc.MemorySwap)
 	assert.Empty(t, hc.Binds)
-	require.Len(t, hc.Mounts, 3)
+	require.Len(t, hc.Mounts, 4)
 	assert.Equal(t, ContainerHelperPath, hc.Mounts[2].Target)
 	assert.True(t, hc.Mounts[2].ReadOnly, "the helper binary is mounted read-only")
+	assert.Equal(t, ContainerToolsPath, hc.Mounts[3].Target, "and again as abx, the agent's tools CLI")
+	assert.True(t, hc.Mounts[3].ReadOnly)
 	assert.Equal(t, "/data/sandboxes/sb1", hc.Mounts[1].Source, "the host dir is mounted as a directory")
 	assert.Contains(t, p.helperCommand(o, ContainerHelperPath), "--deadline")
 }

@@ -84,9 +84,10 @@ func RunTools(ctx context.Context, args []string, stdout, stderr io.Writer, o To
 		return fail(2, "unknown command %q; use list, describe, call or context (abx -h shows usage)", cmd)
 	}
 	var callArgs map[string]any
+	var rawArgs map[string]string
 	if cmd == "call" {
 		var err error
-		if callArgs, err = parseCallArgs(rest[1:]); err != nil {
+		if callArgs, rawArgs, err = parseCallArgs(rest[1:]); err != nil {
 			return fail(2, "%v", err)
 		}
 	}
@@ -121,6 +122,7 @@ func RunTools(ctx context.Context, args []string, stdout, stderr io.Writer, o To
 		printTool(p, t, true)
 		return 0
 	}
+	stringArgs(t.InputSchema, callArgs, rawArgs)
 	return callTool(ctx, cs, t, callArgs, p, stderr, o)
 }
 
@@ -306,20 +308,22 @@ func oneLine(s string) string {
 
 // parseCallArgs reads the call's arguments: nothing, one JSON object, or
 // key=value pairs (a value that parses as JSON is taken as JSON, else as a
-// string).
-func parseCallArgs(args []string) (map[string]any, error) {
-	out := map[string]any{}
+// string; raw keeps each pair's text for stringArgs).
+func parseCallArgs(args []string) (out map[string]any, raw map[string]string, err error) {
+	out = map[string]any{}
 	if len(args) == 1 && strings.HasPrefix(strings.TrimSpace(args[0]), "{") {
 		if err := json.Unmarshal([]byte(args[0]), &out); err != nil {
-			return nil, fmt.Errorf("the arguments are not a JSON object: %w; quote them for the shell, e.g. abx call srv/tool '{\"key\": \"value\"}'", err)
+			return nil, nil, fmt.Errorf("the arguments are not a JSON object: %w; quote them for the shell, e.g. abx call srv/tool '{\"key\": \"value\"}'", err)
 		}
-		return out, nil
+		return out, nil, nil
 	}
+	raw = map[string]string{}
 	for _, a := range args {
 		k, v, ok := strings.Cut(a, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("argument %q is neither key=value nor a JSON object; write key=value (e.g. text=hello) or one '{...}' object", a)
+			return nil, nil, fmt.Errorf("argument %q is neither key=value nor a JSON object; write key=value (e.g. text=hello) or one '{...}' object", a)
 		}
+		raw[k] = v
 		var jv any
 		if err := json.Unmarshal([]byte(v), &jv); err == nil {
 			out[k] = jv
@@ -327,7 +331,27 @@ func parseCallArgs(args []string) (map[string]any, error) {
 			out[k] = v
 		}
 	}
-	return out, nil
+	return out, raw, nil
+}
+
+// stringArgs keeps a key=value pair's text as a string where the tool's
+// schema declares a string property (order=43 means "43" there).
+func stringArgs(schema any, args map[string]any, raw map[string]string) {
+	if len(raw) == 0 {
+		return
+	}
+	b, _ := json.Marshal(schema)
+	var s struct {
+		Properties map[string]struct {
+			Type any `json:"type"`
+		} `json:"properties"`
+	}
+	_ = json.Unmarshal(b, &s)
+	for k, v := range raw {
+		if p, ok := s.Properties[k]; ok && p.Type == "string" {
+			args[k] = v
+		}
+	}
 }
 
 // fmtTime shows t in loc and in UTC.

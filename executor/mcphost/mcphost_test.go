@@ -111,7 +111,7 @@ func open(t *testing.T, h *mcphost.Host, allow map[string][]string) (*mcphost.Se
 
 // connect is the relay's view: an MCP client session on server through
 // dir/mcp.sock with token.
-func connect(t *testing.T, dir, server, token string) (*mcp.ClientSession, error) {
+func connect(t testing.TB, dir, server, token string) (*mcp.ClientSession, error) {
 	t.Helper()
 	ctx := context.Background()
 	conn, lr, err := helper.DialMCP(ctx, helper.MCPRelayOptions{Dir: dir, Server: server, Token: token})
@@ -396,6 +396,7 @@ func TestCLIGolden(t *testing.T) {
 		{"describe", []string{"describe", "gw/echo"}, false, 0},
 		{"call_json", []string{"call", "mcp__gw__echo", `{"text":"hello","upper":true}`}, false, 0},
 		{"call_key_value", []string{"call", "echo", "text=hi there"}, false, 0},
+		{"call_number_for_string", []string{"call", "gw/echo", "text=43", "upper=true"}, false, 0},
 		{"call_tool_error", []string{"call", "gw/boom"}, false, 1},
 		{"call_schema_error", []string{"call", "gw/echo"}, false, 1},
 		{"call_unknown_tool", []string{"call", "gw/ecko", "text=x"}, false, 1},

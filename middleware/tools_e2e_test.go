@@ -1,0 +1,160 @@
+package middleware_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/executor/mcphost"
+	"github.com/agentbox/agentbox/internal/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/middleware"
+)
+
+// toolsE2E is the whole path of a gateway tool: the real Claude Code CLI
+// in a real container calls mcp__orders__lookup through the helper's MCP
+// relay, then runs abx from Bash; both reach the Go handler on the host.
+type toolsE2E struct {
+	api   *scriptedapi.Server
+	o     *middleware.Orchestrator
+	mu    sync.Mutex
+	calls []mcphost.Call
+}
+
+func (e *toolsE2E) recorded() []mcphost.Call {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]mcphost.Call(nil), e.calls...)
+}
+
+// toolsScript: call the MCP tool, then the same tool through abx in Bash,
+// then answer with what both returned.
+func toolsScript(r *scriptedapi.Request) scriptedapi.Turn {
+	results := r.NewToolResults()
+	if len(results) == 0 {
+		return scriptedapi.Call("mcp__orders__lookup", map[string]string{"order": "42"})
+	}
+	last := results[len(results)-1]
+	if last.Name == "mcp__orders__lookup" {
+		return scriptedapi.Call("Bash", map[string]string{"command": "abx call orders/lookup order=43", "description": "Look up order 43"})
+	}
+	return scriptedapi.Say("Bash said: " + strings.TrimSpace(last.Result))
+}
+
+func newToolsE2E(t *testing.T) *toolsE2E {
+	t.Helper()
+	img := testenv.RequireImage(t)
+	bin := testenv.HelperBinary(t)
+	env := &toolsE2E{}
+	env.api = scriptedapi.Start(scriptedapi.WithScript(toolsScript))
+	t.Cleanup(env.api.Close)
+	host := mcphost.New(mcphost.Options{CallTimeout: 10 * time.Second})
+	host.MustRegister("orders", mcphost.Tool{Name: "lookup", Description: "Looks up an order of the requesting user.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"order":{"type":"string"}},"required":["order"]}`),
+		Handler: func(_ context.Context, call *mcphost.Call) (*mcphost.Result, error) {
+			env.mu.Lock()
+			env.calls = append(env.calls, *call)
+			env.mu.Unlock()
+			var a struct{ Order string }
+			_ = json.Unmarshal(call.Arguments, &a)
+			return &mcphost.Result{Text: fmt.Sprintf("order %s of %s: shipped", a.Order, call.Identity.User)}, nil
+		}})
+	host.MustRegister("orders", mcphost.Tool{Name: "cancel", Description: "Not granted to coder.",
+		Handler: func(context.Context, *mcphost.Call) (*mcphost.Result, error) {
+			return &mcphost.Result{Text: "cancelled"}, nil
+		}})
+	mcpConfig := []byte(`{"mcpServers":{"orders":{"command":"agentbox-helper","args":["mcp","--server","orders"]}}}`)
+	coder := &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{
+		Runner: "claude",
+		Spec: executor.Spec{Image: img, Timeout: 3 * time.Minute, MemoryBytes: 1 << 30, CPUs: 1, PidsLimit: 256,
+			Network: "none", LeaseWait: 30 * time.Second},
+		Run: executor.RunRequest{Model: "claude-sonnet-4-6", Arguments: map[string]any{"permission_mode": "acceptEdits", "max_turns": 10},
+			MCPConfig: mcpConfig, AllowedTools: []string{"mcp__orders__lookup"}},
+		StallTimeout: time.Minute,
+		Connector:    middleware.Connector{Upstream: env.api.URL, Key: connectorKey},
+	}}
+	cat, err := middleware.NewCatalog(coder)
+	require.NoError(t, err)
+	env.o, err = middleware.New(context.Background(), middleware.Options{
+		Catalog: cat,
+		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
+			return docker.New(ctx, docker.Options{DataDir: t.TempDir(), Image: img, HelperBinary: bin, Logger: log,
+				ReconcileInterval: -1, RetentionInterval: -1, StopGrace: 500 * time.Millisecond})
+		},
+		Runners: []executor.Runner{claude.New()},
+		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
+			return middleware.NewProxyRouter(middleware.ProxyRouterOptions{}), nil
+		},
+		Tools: host,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, env.o.Close()) })
+	return env
+}
+
+// TestE2EToolCallsReachTheHost: the model calls the gateway's tool as an
+// MCP tool and through abx from Bash; the Go handler runs with the
+// request's identity both times, the results reach the model in its next
+// requests, and the calls are events of the middleware's stream.
+func TestE2EToolCallsReachTheHost(t *testing.T) {
+	env := newToolsE2E(t)
+	var mu sync.Mutex
+	var uses []string
+	var results []string
+	resp, err := env.o.Wrap(middleware.UnknownAssistant).Handle(context.Background(), &middleware.Request{
+		AssistantID: "coder", UserID: "alice", ChatID: "tools", Messages: []executor.Message{{Role: "user", Content: "Where is my order?"}},
+	}, func(ev executor.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev.Kind {
+		case executor.EventToolUse:
+			uses = append(uses, ev.Tool.Name)
+		case executor.EventToolResult:
+			results = append(results, ev.ToolResult.Content)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	for _, r := range env.api.MessageRequests() {
+		for _, tr := range r.NewToolResults() {
+			t.Logf("tool result of %s: %s", tr.Name, tr.Result)
+		}
+	}
+	calls := env.recorded()
+	require.Len(t, calls, 2, "the MCP call and the abx call reached the handler")
+	for _, c := range calls {
+		assert.Equal(t, mcphost.Identity{User: "alice", Chat: "tools", Assistant: "coder"}, c.Identity)
+		assert.Equal(t, "lookup", c.Tool)
+	}
+	assert.JSONEq(t, `{"order":"42"}`, string(calls[0].Arguments))
+	assert.JSONEq(t, `{"order":"43"}`, string(calls[1].Arguments))
+
+	reqs := env.api.MessageRequests()
+	require.Len(t, reqs, 3)
+	assert.Contains(t, reqs[0].ToolNames(), "mcp__orders__lookup", "the CLI offered the granted tool to the model")
+	assert.NotContains(t, reqs[0].ToolNames(), "mcp__orders__cancel", "and not the other one")
+	second := reqs[1].NewToolResults()
+	require.Len(t, second, 1)
+	assert.Equal(t, "order 42 of alice: shipped", strings.TrimSpace(second[0].Result), "the MCP result reached the model")
+	third := reqs[2].NewToolResults()
+	require.Len(t, third, 1)
+	assert.Contains(t, third[0].Result, "Called mcp__orders__lookup")
+	assert.Contains(t, third[0].Result, "| order 43 of alice: shipped", "abx's output reached the model")
+
+	assert.Equal(t, []string{"mcp__orders__lookup", "Bash"}, uses, "tool calls are events of the stream")
+	require.Len(t, results, 2)
+	assert.Contains(t, results[0], "order 42 of alice: shipped")
+	assert.Contains(t, resp.Content, "Bash said: Called mcp__orders__lookup")
+	t.Logf("answer: %s", resp.Content)
+}
