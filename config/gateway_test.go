@@ -248,3 +248,16 @@ func TestSuggest(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPConfigGatewayTransport: a "gateway" server is always reached
+// through the helper relay, with or without a transform.
+func TestMCPConfigGatewayTransport(t *testing.T) {
+	a := &Assistant{MCP: []MCPUse{{ServerID: "orders", Tools: []string{"lookup"},
+		Server: &MCPServer{ID: "orders", Transport: TransportGateway}}}}
+	for _, tr := range []MCPTransform{nil, HelperRelay} {
+		b, err := a.MCPConfig(tr)
+		require.NoError(t, err)
+		assert.JSONEq(t, `{"mcpServers":{"orders":{"command":"agentbox-helper","args":["mcp","--server","orders"]}}}`, string(b))
+	}
+	assert.Equal(t, []string{"mcp__orders__lookup"}, a.MCPAllowedTools())
+}

@@ -13,11 +13,16 @@ import (
 const (
 	TransportStdio = "stdio"
 	TransportHTTP  = "http"
+	// TransportGateway is a server whose tools the gateway registers in Go
+	// (executor/mcphost, middleware Options.Tools); the agent reaches it
+	// through the in-container helper's relay, so it has no command or url.
+	TransportGateway = "gateway"
 )
 
 // MCPServer is an MCP server definition: assistants/<id>/mcps/<server_id>.mcp.yao,
-// JSONC with "transport" "stdio" (command, args, env) or "http" (url,
-// headers). Env and header values may be "$ENV.NAME".
+// JSONC with "transport" "stdio" (command, args, env), "http" (url,
+// headers) or "gateway" (tools the gateway serves itself). Env and header
+// values may be "$ENV.NAME".
 type MCPServer struct {
 	// ID is the file name without ".mcp.yao".
 	ID string `json:"id"`
@@ -25,7 +30,7 @@ type MCPServer struct {
 	File        string `json:"file,omitempty"`
 	Label       string `json:"label,omitempty"`
 	Description string `json:"description,omitempty"`
-	// Transport is TransportStdio or TransportHTTP.
+	// Transport is TransportStdio, TransportHTTP or TransportGateway.
 	Transport string            `json:"transport"`
 	Command   string            `json:"command,omitempty"`
 	Args      []string          `json:"args,omitempty"`
@@ -96,11 +101,11 @@ func decodeMCPServer(d *decoder, root, rel, id string, opts *LoadOptions) *MCPSe
 	}
 	tn := n.get("transport")
 	if tn == nil {
-		d.errorf(n, "transport", `add "transport": "stdio" (command, args, env) or "http" (url)`, "missing")
+		d.errorf(n, "transport", `add "transport": "stdio" (command, args, env), "http" (url) or "gateway" (the gateway's own tools)`, "missing")
 		return nil
 	}
 	var ok bool
-	if s.Transport, ok = d.oneOf(tn, "transport", []string{TransportStdio, TransportHTTP}); !ok {
+	if s.Transport, ok = d.oneOf(tn, "transport", []string{TransportStdio, TransportHTTP, TransportGateway}); !ok {
 		return nil
 	}
 	only := map[string]string{"command": TransportStdio, "args": TransportStdio, "env": TransportStdio, "url": TransportHTTP, "headers": TransportHTTP}
@@ -254,7 +259,10 @@ func (a *Assistant) MCPConfig(transform MCPTransform) ([]byte, error) {
 	servers := map[string]mcpJSONServer{}
 	for _, u := range a.MCP {
 		s := *u.Server
-		if transform != nil {
+		switch {
+		case s.Transport == TransportGateway:
+			s = HelperRelay(s) // only the helper reaches the gateway's tools
+		case transform != nil:
 			s = transform(s)
 		}
 		switch s.Transport {

@@ -38,7 +38,7 @@ var connectorFields = []field{
 var mcpServerFields = []field{
 	{"label", "string", "", "display name"},
 	{"description", "string", "", "what the server offers"},
-	{"transport", "string", "(required)", "\"stdio\" or \"http\""},
+	{"transport", "string", "(required)", "\"stdio\", \"http\" or \"gateway\" (tools the gateway registers in Go, reached through the helper)"},
 	{"command", "string", "(stdio: required)", "program to run"},
 	{"args", "array of strings", "[]", "its arguments"},
 	{"env", "object of strings", "{}", "its environment; values may be \"$ENV.NAME\""},

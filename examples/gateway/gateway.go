@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox/agentbox/cursor"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/openai"
@@ -97,7 +98,12 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 	if err != nil {
 		return g, fmt.Errorf("assistants in %s: %w", o.Dir, err)
 	}
+	tools := mcphost.New(mcphost.Options{Logger: g.log.Named("tools")})
+	if err := registerTools(tools); err != nil {
+		return g, err
+	}
 	g.orch, err = middleware.New(ctx, middleware.Options{
+		Tools:   tools,
 		Catalog: cat,
 		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
 			return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
@@ -182,10 +188,17 @@ func (g *Gateway) load(o Options) (*config.Gateway, error) {
 	return cfg, nil
 }
 
-// offlineScript answers the offline demo: an agent's request (it carries
-// tools) gets scriptedapi's Demo, which writes hello.txt and runs cat on
-// it; a plain chat request gets a short answer that quotes the prompt.
+// offlineScript answers the offline demo: "who am I" calls the gateway's
+// whoami tool and quotes it; another agent request (it carries tools) gets
+// scriptedapi's Demo, which writes hello.txt and runs cat on it; a plain
+// chat request gets a short answer that quotes the prompt.
 func offlineScript(r *scriptedapi.Request) scriptedapi.Turn {
+	if strings.Contains(strings.ToLower(r.AllText()), "who am i") {
+		if res := r.NewToolResults(); len(res) > 0 {
+			return scriptedapi.Say("The gateway says:\n" + res[len(res)-1].Result)
+		}
+		return scriptedapi.Call("mcp__gateway__whoami", map[string]any{})
+	}
 	if len(r.ToolNames()) > 0 {
 		return scriptedapi.Demo(executor.ContainerWorkdir)(r)
 	}

@@ -369,3 +369,23 @@ func TestPlainAssistantOpenAIUpstream(t *testing.T) {
 	assert.Equal(t, "connector-account", got[0].UserID, "the connector's key authenticated the call")
 	assert.Equal(t, []executor.Message{{Role: "system", Content: "Be kind."}, {Role: "user", Content: "hi"}}, got[0].Messages)
 }
+
+// TestGatewayTool: the coder assistant's agent calls the gateway's own
+// whoami tool (mcp.servers in package.yao, registered in tools.go); the
+// handler answers for the requesting user and chat.
+func TestGatewayTool(t *testing.T) {
+	g, _ := startGateway(t)
+	c := client(g.URL, "carol", "tool-chat")
+	resp, err := c.Chat.Completions.New(context.Background(), sdk.ChatCompletionNewParams{
+		Model: demoAssistant, Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage("Who am I?")},
+	})
+	require.NoError(t, err)
+	got := resp.Choices[0].Message.Content
+	t.Logf("answer: %s", got)
+	assert.Contains(t, got, "user: carol")
+	assert.Contains(t, got, "chat: tool-chat")
+	assert.Contains(t, got, "assistant: coder")
+	reqs := g.Model.MessageRequests()
+	require.NotEmpty(t, reqs)
+	assert.Contains(t, reqs[0].ToolNames(), "mcp__gateway__whoami", "the CLI offered the gateway's tool")
+}
