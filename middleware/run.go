@@ -248,12 +248,29 @@ func (r *run) openTools(sb executor.Sandbox) error {
 		return err
 	}
 	s, err := host.Open(mcphost.OpenOptions{HostDir: sb.HostDir(), UID: uid, GID: gid, Sandbox: sb.ID(), Grant: mcphost.Grant{
-		Identity: mcphost.Identity{User: r.req.UserID, Chat: r.req.ChatID, Assistant: r.a.ID}, Allow: allow}})
+		Identity: mcphost.Identity{User: r.req.UserID, Chat: r.req.ChatID, Assistant: r.a.ID}, Allow: allow},
+		OnCall: r.toolEvent})
 	if err != nil {
 		return err
 	}
 	r.tools = s
 	return nil
+}
+
+// toolEvent streams a gateway tool call that the agent made through abx
+// from its shell as a tool use and its result (the agent CLI's stream only
+// shows the shell command). Calls through the CLI's MCP client are left
+// out: the CLI reports them itself.
+func (r *run) toolEvent(ev mcphost.CallEvent) {
+	if ev.Via != mcphost.ViaCLI {
+		return
+	}
+	id := mcphost.ViaCLI + "-" + ev.ID
+	if !ev.Done {
+		_ = r.send(executor.Event{Kind: executor.EventToolUse, Tool: &executor.ToolUse{ID: id, Name: "mcp__" + ev.Server + "__" + ev.Tool, Input: ev.Arguments}})
+		return
+	}
+	_ = r.send(executor.Event{Kind: executor.EventToolResult, ToolResult: &executor.ToolResult{ToolUseID: id, Content: ev.Result.Text, IsError: ev.Result.IsError}})
 }
 
 // teardown closes the model route and the sandbox on a context the caller

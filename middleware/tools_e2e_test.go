@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -110,18 +112,14 @@ func newToolsE2E(t *testing.T) *toolsE2E {
 func TestE2EToolCallsReachTheHost(t *testing.T) {
 	env := newToolsE2E(t)
 	var mu sync.Mutex
-	var uses []string
-	var results []string
+	var events []executor.Event
 	resp, err := env.o.Wrap(middleware.UnknownAssistant).Handle(context.Background(), &middleware.Request{
 		AssistantID: "coder", UserID: "alice", ChatID: "tools", Messages: []executor.Message{{Role: "user", Content: "Where is my order?"}},
 	}, func(ev executor.Event) error {
 		mu.Lock()
 		defer mu.Unlock()
-		switch ev.Kind {
-		case executor.EventToolUse:
-			uses = append(uses, ev.Tool.Name)
-		case executor.EventToolResult:
-			results = append(results, ev.ToolResult.Content)
+		if ev.Kind == executor.EventToolUse || ev.Kind == executor.EventToolResult {
+			events = append(events, ev)
 		}
 		return nil
 	})
@@ -152,9 +150,43 @@ func TestE2EToolCallsReachTheHost(t *testing.T) {
 	assert.Contains(t, third[0].Result, "Called mcp__orders__lookup")
 	assert.Contains(t, third[0].Result, "| order 43 of alice: shipped", "abx's output reached the model")
 
-	assert.Equal(t, []string{"mcp__orders__lookup", "Bash"}, uses, "tool calls are events of the stream")
-	require.Len(t, results, 2)
-	assert.Contains(t, results[0], "order 42 of alice: shipped")
+	// Tool events: the CLI reports its MCP call and the Bash command; the
+	// host reports the call abx made from that command (the CLI cannot
+	// see it), each use before its result.
+	uses := map[string]string{} // id -> tool name
+	results := map[string]string{}
+	var order []string
+	mu.Lock()
+	for _, ev := range events {
+		if ev.Kind == executor.EventToolUse {
+			uses[ev.Tool.ID] = ev.Tool.Name
+			order = append(order, "use "+ev.Tool.Name)
+			continue
+		}
+		_, seen := uses[ev.ToolResult.ToolUseID]
+		assert.True(t, seen, "the result of %s follows its use", ev.ToolResult.ToolUseID)
+		results[ev.ToolResult.ToolUseID] = ev.ToolResult.Content
+		order = append(order, "result "+uses[ev.ToolResult.ToolUseID])
+	}
+	mu.Unlock()
+	t.Logf("tool events: %q", order)
+	require.Len(t, uses, 3, "the MCP call, the Bash command and abx's call")
+	var abxID string
+	for id, name := range uses {
+		if strings.HasPrefix(id, mcphost.ViaCLI+"-") {
+			abxID = id
+			assert.Equal(t, "mcp__orders__lookup", name)
+		}
+	}
+	require.NotEmpty(t, abxID, "the host streamed abx's call")
+	assert.Equal(t, "order 43 of alice: shipped", results[abxID])
+	assert.ElementsMatch(t, []string{"mcp__orders__lookup", "Bash", "mcp__orders__lookup"}, slices.Collect(maps.Values(uses)))
+	assert.Len(t, results, 3)
+	for id, name := range uses {
+		if name == "mcp__orders__lookup" && id != abxID {
+			assert.Contains(t, results[id], "order 42 of alice: shipped", "the CLI's MCP result is an event")
+		}
+	}
 	assert.Contains(t, resp.Content, "Bash said: Called mcp__orders__lookup")
 	t.Logf("answer: %s", resp.Content)
 }

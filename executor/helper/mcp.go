@@ -228,41 +228,6 @@ func DialMCP(ctx context.Context, o MCPRelayOptions) (net.Conn, *LineReader, err
 	return conn, up, nil
 }
 
-// LineStream is an io.ReadCloser of the lines a LineReader reads, each
-// with its newline, for newline-delimited JSON-RPC transports (the MCP
-// SDK's IOTransport). Messages over the reader's cap fail the read with
-// ErrFrameTooLarge. Close closes the closer given to NewLineStream.
-type LineStream struct {
-	lr      *LineReader
-	c       io.Closer
-	pending []byte
-}
-
-// NewLineStream returns a LineStream reading lr and closing c.
-func NewLineStream(lr *LineReader, c io.Closer) *LineStream {
-	return &LineStream{lr: lr, c: c}
-}
-
-// Read implements io.Reader.
-func (l *LineStream) Read(p []byte) (int, error) {
-	for len(l.pending) == 0 {
-		line, err := l.lr.ReadLine()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				err = io.EOF
-			}
-			return 0, err
-		}
-		l.pending = append(append(l.pending[:0], line...), '\n')
-	}
-	n := copy(p, l.pending)
-	l.pending = l.pending[n:]
-	return n, nil
-}
-
-// Close implements io.Closer.
-func (l *LineStream) Close() error { return l.c.Close() }
-
 // relayToken picks the token: option, environment, then the token file.
 func relayToken(o MCPRelayOptions) (string, error) {
 	if o.Token != "" {

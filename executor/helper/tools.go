@@ -137,7 +137,7 @@ func dialTools(ctx context.Context, o ToolsOptions) (*mcp.ClientSession, error) 
 		return nil, fmt.Errorf("cannot reach the gateway's tools: %w; abx works only inside an agentbox sandbox during a request", err)
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: ToolsCommand, Version: fmt.Sprint(ProtocolVersion)}, nil)
-	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: NewLineStream(lr, conn), Writer: conn, MaxLineLength: -1}, nil)
+	cs, err := c.Connect(ctx, NewLineTransport(lr, conn), nil)
 	if err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("starting the MCP session: %w", err)

@@ -29,6 +29,13 @@
 // concurrent connections (Options.MaxConns). Revoke (or Close) kills the
 // token when the request ends.
 //
+// OpenOptions.OnCall hears of every call as it starts and ends, with how it
+// came (ViaMCP from the CLI's MCP client, ViaCLI from abx); the middleware
+// streams the abx ones as tool events, since the agent CLI's own stream
+// shows only the shell command. Each connection carries newline-delimited
+// JSON-RPC after the hello (helper.LineTransport on both sides).
+//
 // Concurrency: Host and Session are safe for concurrent use; handlers run
-// concurrently, one goroutine per call.
+// concurrently, one goroutine per call. OnCall is called from the calls'
+// goroutines, one at a time, and never after Close returned.
 package mcphost

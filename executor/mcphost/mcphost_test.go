@@ -119,7 +119,7 @@ func connect(t testing.TB, dir, server, token string) (*mcp.ClientSession, error
 		return nil, err
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: helper.NewLineStream(lr, conn), Writer: conn}, nil)
+	cs, err := c.Connect(ctx, helper.NewLineTransport(lr, conn), nil)
 	if err != nil {
 		_ = conn.Close()
 		return nil, err
@@ -173,10 +173,10 @@ func TestArgumentsAreCheckedAgainstTheSchema(t *testing.T) {
 	cs, err := connect(t, dir, "gw", s.Token())
 	require.NoError(t, err)
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": 42}})
-	if err == nil {
-		assert.True(t, res.IsError)
-		assert.Contains(t, resultText(res), "input schema")
-	}
+	require.NoError(t, err, "a schema mismatch is a tool error the model sees, not a protocol error")
+	assert.True(t, res.IsError)
+	assert.Contains(t, resultText(res), "do not match its input schema")
+	assert.Contains(t, resultText(res), "abx describe gw/echo", "the error says where to look")
 	assert.Empty(t, rec.all(), "the handler never ran")
 }
 
@@ -186,16 +186,21 @@ func TestRefuseToolOutsideAllowlist(t *testing.T) {
 	cs, err := connect(t, dir, "gw", s.Token())
 	require.NoError(t, err)
 	assert.NotContains(t, toolNames(t, cs), "secret")
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "secret", Arguments: map[string]any{}})
-	if err == nil {
-		assert.True(t, res.IsError, "refused")
-		assert.NotContains(t, resultText(res), "leaked")
-	} else {
-		assert.Contains(t, err.Error(), "not available to this assistant")
-	}
+	_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "secret", Arguments: map[string]any{}})
+	require.Error(t, err, "refused as invalid params")
+	assert.Contains(t, err.Error(), `tool "secret" is not available to this assistant`)
 	assert.Empty(t, rec.all(), "the handler never ran")
 	assert.Contains(t, logs.String(), "refused a tool call outside the allowlist")
 	assert.Contains(t, logs.String(), "tool=secret")
+
+	// The agent CLI's connection neither lists nor calls it either.
+	abx, err := connect(t, dir, mcphost.AgentServer, s.Token())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"mcp__gw__echo"}, toolNames(t, abx))
+	_, err = abx.CallTool(context.Background(), &mcp.CallToolParams{Name: "mcp__gw__secret", Arguments: map[string]any{}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not available to this assistant")
+	assert.Empty(t, rec.all(), "the handler never ran")
 
 	// A server the assistant did not enable is refused at the hello.
 	_, err = connect(t, dir, "notes", s.Token())
@@ -347,6 +352,64 @@ func TestConcurrentConnections(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int32(16), ok.Load())
 	assert.Len(t, rec.all(), 16)
+}
+
+// events records a Session's OnCall events.
+type events struct {
+	mu  sync.Mutex
+	got []mcphost.CallEvent
+}
+
+func (e *events) add(ev mcphost.CallEvent) {
+	e.mu.Lock()
+	e.got = append(e.got, ev)
+	e.mu.Unlock()
+}
+
+func (e *events) all() []mcphost.CallEvent {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]mcphost.CallEvent(nil), e.got...)
+}
+
+func TestOnCallReportsEveryCallWithHowItCame(t *testing.T) {
+	h, _, _ := newHost(t, mcphost.Options{})
+	evs := &events{}
+	dir := t.TempDir()
+	s, err := h.Open(mcphost.OpenOptions{HostDir: dir, UID: -1, GID: -1, Sandbox: "sb1",
+		Grant: mcphost.Grant{Identity: identity, Allow: map[string][]string{"gw": nil}}, OnCall: evs.add})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	relay, err := connect(t, dir, "gw", s.Token())
+	require.NoError(t, err)
+	_, err = relay.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+	require.NoError(t, err)
+	abx, err := connect(t, dir, mcphost.AgentServer, s.Token())
+	require.NoError(t, err)
+	_, err = abx.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__gw__boom", Arguments: map[string]any{}})
+	require.NoError(t, err)
+
+	got := evs.all()
+	require.Len(t, got, 4, "a start and an end per call")
+	assert.Equal(t, mcphost.CallEvent{ID: "call-1", Via: mcphost.ViaMCP, Server: "gw", Tool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`)}, got[0])
+	assert.True(t, got[1].Done)
+	assert.Equal(t, "call-1", got[1].ID)
+	assert.Equal(t, &mcphost.Result{Text: "echo: hi\nuser: alice"}, got[1].Result)
+	assert.Positive(t, got[1].Took)
+	assert.Equal(t, mcphost.CallEvent{ID: "call-2", Via: mcphost.ViaCLI, Server: "gw", Tool: "boom", Arguments: json.RawMessage(`{}`)}, got[2])
+	assert.True(t, got[3].Done)
+	assert.True(t, got[3].Result.IsError, "a panic ends as an error result")
+	assert.Contains(t, got[3].Result.Text, "panicked")
+
+	// A call in flight when the request ends: its end is reported before
+	// Close returns or not at all.
+	go func() { _, _ = relay.CallTool(ctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{}}) }()
+	require.Eventually(t, func() bool { return len(evs.all()) == 5 }, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, s.Close())
+	n := len(evs.all())
+	time.Sleep(200 * time.Millisecond)
+	assert.Len(t, evs.all(), n, "no event after Close")
 }
 
 func TestRegisterRefusesBadTools(t *testing.T) {

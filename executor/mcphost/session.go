@@ -43,6 +43,39 @@ type OpenOptions struct {
 	Sandbox string
 	// Grant is the request's token, identity and allowlist.
 	Grant Grant
+	// OnCall, when set, hears of every tool call the Session runs: once
+	// when it starts (Done false) and once when it ended (Done true), from
+	// the call's goroutine. It is never called after Close returned, and
+	// calls are serialised: keep it short.
+	OnCall func(CallEvent)
+}
+
+// How a call reached the Session (CallEvent.Via).
+const (
+	// ViaMCP is the agent CLI's own MCP client (mcp__<server>__<tool>
+	// through the relay); the CLI reports these calls in its stream too.
+	ViaMCP = "mcp"
+	// ViaCLI is the agent-facing CLI (abx), run by the agent from its
+	// shell; the CLI's stream shows only the shell command.
+	ViaCLI = "abx"
+)
+
+// CallEvent is one tool call as OpenOptions.OnCall sees it.
+type CallEvent struct {
+	// ID is unique within the Session ("call-1", "call-2", ...).
+	ID string
+	// Via is ViaMCP or ViaCLI.
+	Via string
+	// Server and Tool name the tool.
+	Server, Tool string
+	// Arguments is the JSON object the caller sent.
+	Arguments json.RawMessage
+	// Done is false at the start, true at the end; then Result is set (a
+	// failure is an IsError result with the message the agent got) and
+	// Took is the call's duration.
+	Done   bool
+	Result *Result
+	Took   time.Duration
 }
 
 // Context is what a Session tells the agent CLI about its request (the
@@ -70,6 +103,9 @@ type Session struct {
 	sem    chan struct{}
 
 	revoked atomic.Bool
+	seq     atomic.Int64
+	obsMu   sync.Mutex // serialises OnCall; closed stops it
+	closed  bool
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
@@ -165,6 +201,9 @@ func (s *Session) Close() error {
 			s.err = err
 		}
 		s.wg.Wait()
+		s.obsMu.Lock()
+		s.closed = true
+		s.obsMu.Unlock()
 		_ = os.Remove(filepath.Join(s.o.HostDir, helper.MCPSocket))
 	})
 	return s.err
@@ -263,7 +302,7 @@ func (s *Session) serve(c net.Conn) {
 	if err := helper.WriteMCPAck(c, nil); err != nil {
 		return
 	}
-	t := &mcp.IOTransport{Reader: helper.NewLineStream(lr, c), Writer: c, MaxLineLength: -1}
+	t := helper.NewLineTransport(lr, c)
 	ss, err := srv.Connect(s.ctx, t, nil)
 	if err != nil {
 		log.Warn("MCP session failed to start", "error", err)
@@ -281,7 +320,9 @@ func (s *Session) serve(c net.Conn) {
 func (s *Session) server(id string, log hclog.Logger) *mcp.Server {
 	var tools []*registered
 	var instructions string
+	via := ViaMCP
 	if id == AgentServer {
+		via = ViaCLI
 		servers := make([]string, 0, len(s.o.Grant.Allow))
 		for srv := range s.o.Grant.Allow {
 			servers = append(servers, srv)
@@ -304,7 +345,7 @@ func (s *Session) server(id string, log hclog.Logger) *mcp.Server {
 			name = "mcp__" + t.server + "__" + t.Name
 		}
 		names = append(names, name)
-		ms.AddTool(&mcp.Tool{Name: name, Description: t.Description, InputSchema: t.schema}, s.handler(t, log))
+		ms.AddTool(&mcp.Tool{Name: name, Description: t.Description, InputSchema: t.schema}, s.handler(t, via, log))
 	}
 	ms.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -320,22 +361,40 @@ func (s *Session) server(id string, log hclog.Logger) *mcp.Server {
 }
 
 // handler wraps a registered tool: schema check, deadline, cancellation
-// with the request, panic recovery, one log line per call.
-func (s *Session) handler(t *registered, log hclog.Logger) mcp.ToolHandler {
+// with the request, panic recovery, one log line and two OnCall events
+// per call.
+func (s *Session) handler(t *registered, via string, log hclog.Logger) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
 		args := req.Params.Arguments
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)
 		}
+		ev := CallEvent{ID: fmt.Sprintf("call-%d", s.seq.Add(1)), Via: via, Server: t.server, Tool: t.Name, Arguments: args}
+		s.observe(ev)
 		res, err := s.run(ctx, t, args)
 		took := time.Since(start)
 		if err != nil {
-			log.Warn("tool call failed", "tool", t.Name, "took", took, "error", err)
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+			log.Warn("tool call failed", "tool", t.Name, "via", via, "took", took, "error", err)
+			res = &Result{Text: err.Error(), IsError: true}
+		} else {
+			log.Info("tool call", "tool", t.Name, "via", via, "took", took, "is_error", res.IsError, "result_bytes", len(res.Text))
 		}
-		log.Info("tool call", "tool", t.Name, "took", took, "is_error", res.IsError, "result_bytes", len(res.Text))
+		ev.Done, ev.Result, ev.Took = true, res, took
+		s.observe(ev)
 		return &mcp.CallToolResult{IsError: res.IsError, Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}}, nil
+	}
+}
+
+// observe passes ev to OnCall unless the Session is closed.
+func (s *Session) observe(ev CallEvent) {
+	if s.o.OnCall == nil {
+		return
+	}
+	s.obsMu.Lock()
+	defer s.obsMu.Unlock()
+	if !s.closed {
+		s.o.OnCall(ev)
 	}
 }
 
