@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -81,7 +82,11 @@ func RunTools(ctx context.Context, args []string, stdout, stderr io.Writer, o To
 	case cmd == "list" || cmd == "context" || cmd == "describe" || cmd == "call":
 		return fail(2, "wrong arguments for %q; usage:\n%s", cmd, toolsUsage)
 	default:
-		return fail(2, "unknown command %q; use list, describe, call or context (abx -h shows usage)", cmd)
+		msg := fmt.Sprintf("unknown command %q; use list, describe, call or context (abx -h shows usage)", cmd)
+		if near := closest(cmd, []string{"list", "describe", "call", "context"}); near != "" {
+			msg += "\n  Hint: did you mean abx " + near + "?"
+		}
+		return fail(2, "%s", msg)
 	}
 	var callArgs map[string]any
 	var rawArgs map[string]string
@@ -225,6 +230,18 @@ func nearest(want string, names []string) string {
 	return best
 }
 
+// closest is the candidate nearest to want by edit distance, when close
+// enough.
+func closest(want string, cands []string) string {
+	best, bestD := "", len(want)/2+2
+	for _, c := range cands {
+		if d := editDistance(want, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
 // editDistance is the Levenshtein distance of a and b.
 func editDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
@@ -246,28 +263,36 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// inputSchema is the part of a tool's input schema abx reads.
+type inputSchema struct {
+	Properties map[string]struct {
+		Type        any    `json:"type"`
+		Description string `json:"description"`
+	} `json:"properties"`
+	Required []string `json:"required"`
+}
+
+// parseSchema reads a tool's input schema (a map from the SDK); an
+// unreadable one has no properties.
+func parseSchema(schema any) inputSchema {
+	var s inputSchema
+	b, _ := json.Marshal(schema)
+	_ = json.Unmarshal(b, &s)
+	return s
+}
+
 // schemaArgs summarises an input schema's properties: "name (type,
 // required)", sorted.
 func schemaArgs(schema any) []string {
-	b, _ := json.Marshal(schema)
-	var s struct {
-		Properties map[string]struct {
-			Type        any    `json:"type"`
-			Description string `json:"description"`
-		} `json:"properties"`
-		Required []string `json:"required"`
-	}
-	_ = json.Unmarshal(b, &s)
+	s := parseSchema(schema)
 	var out []string
 	for name, p := range s.Properties {
 		kind := fmt.Sprint(p.Type)
 		if p.Type == nil {
 			kind = "any"
 		}
-		for _, r := range s.Required {
-			if r == name {
-				kind += ", required"
-			}
+		if slices.Contains(s.Required, name) {
+			kind += ", required"
 		}
 		line := fmt.Sprintf("%s (%s)", name, kind)
 		if p.Description != "" {
@@ -277,6 +302,27 @@ func schemaArgs(schema any) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// unknownArgs lists the argument names the schema does not declare,
+// sorted, and the names it does; nil when it declares none (then anything
+// goes).
+func unknownArgs(schema any, args map[string]any) (unknown, known []string) {
+	s := parseSchema(schema)
+	if len(s.Properties) == 0 {
+		return nil, nil
+	}
+	for k := range args {
+		if _, ok := s.Properties[k]; !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	for k := range s.Properties {
+		known = append(known, k)
+	}
+	sort.Strings(unknown)
+	sort.Strings(known)
+	return unknown, known
 }
 
 // printTool prints one tool block; full adds the schema and an example.
@@ -340,13 +386,7 @@ func stringArgs(schema any, args map[string]any, raw map[string]string) {
 	if len(raw) == 0 {
 		return
 	}
-	b, _ := json.Marshal(schema)
-	var s struct {
-		Properties map[string]struct {
-			Type any `json:"type"`
-		} `json:"properties"`
-	}
-	_ = json.Unmarshal(b, &s)
+	s := parseSchema(schema)
 	for k, v := range raw {
 		if p, ok := s.Properties[k]; ok && p.Type == "string" {
 			args[k] = v
@@ -403,6 +443,14 @@ func callTool(ctx context.Context, cs *mcp.ClientSession, t *mcp.Tool, args map[
 	p("  Result lines: %d\n", len(lines))
 	for _, l := range lines {
 		p("  | %s\n", l)
+	}
+	if unknown, known := unknownArgs(t.InputSchema, args); len(unknown) > 0 {
+		verb := "are not arguments"
+		if len(unknown) == 1 {
+			verb = "is not an argument"
+		}
+		p("  Hint: %s %s of %s/%s, which takes %s; check the spelling (abx describe %s/%s)\n",
+			strings.Join(unknown, ", "), verb, server, tool, strings.Join(known, ", "), server, tool)
 	}
 	if res.IsError {
 		if len(args) == 0 && len(schemaArgs(t.InputSchema)) > 0 {
