@@ -1,6 +1,7 @@
 // Package helper is agentbox's in-container agent and its host-side client.
 //
-// The helper is a small static binary (cmd/agentbox-helper, stdlib only) that
+// The helper is a small static binary (cmd/agentbox-helper: the stdlib, plus
+// the official MCP SDK for abx's client) that
 // runs as a sandbox container's main process under Docker's Init. The host
 // bind-mounts a per-sandbox directory at /run/agentbox (the directory, never
 // a socket file, so a restarted host listener is picked up: the helper dials
@@ -25,6 +26,10 @@
 //     AGENTBOX_TOKEN or the file /run/agentbox/token), waits for the host's
 //     one-line ack, then relays newline-delimited JSON-RPC, each message
 //     capped at MaxMCPLine on both sides.
+//   - abx (`agentbox-helper tools`, or the binary called as abx): the
+//     agent-facing CLI. It connects to mcp.sock as server "" (every tool
+//     granted to the request), speaks MCP through LineTransport, and prints
+//     what it listed, described or called for an LLM reader (RunTools).
 //
 // With a deadline (ServeOptions.Deadline) the helper kills every command and
 // exits at it even when the host is gone; as the container's main process
@@ -37,13 +42,14 @@
 // container stops; Sandbox.Exec is Client.Exec; Close the client before
 // removing the container. Host sockets come from ListenHostSocket (owned by
 // the sandbox uid, 0600): model.sock served by modelproxy.Proxy, mcp.sock by
-// the MCP host (ReadMCPHello, TokenMatches, WriteMCPAck, then
-// newline-delimited JSON-RPC through a LineReader). The agent CLI gets
+// the MCP host (package executor/mcphost: ReadMCPHello, TokenMatches,
+// WriteMCPAck, then an MCP server over a LineTransport). The agent CLI gets
 // ANTHROPIC_BASE_URL=http://127.0.0.1:<ModelPort> and the per-request token
 // (ANTHROPIC_API_KEY, AGENTBOX_TOKEN) in its Exec environment, never in the
 // container's, so neither appears in docker inspect.
 //
 // Concurrency: a Client is safe for concurrent use; each Exec uses its own
 // connection and Close ends them all. A Server runs commands concurrently.
-// LineReader is not safe for concurrent use.
+// LineReader is not safe for concurrent use. A LineTransport's connection
+// takes one reader and concurrent writers.
 package helper
