@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"sort"
 	"strings"
@@ -54,6 +55,9 @@ only one server has it.
 // the end of every list. It returns the exit status: 0 on success, 1 when
 // the call or the tool failed, 2 for a wrong command line.
 func RunTools(ctx context.Context, args []string, stdout, stderr io.Writer, o ToolsOptions) int {
+	if o.Dir == "" {
+		o.Dir = ContainerDir
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -138,6 +142,10 @@ func dialTools(ctx context.Context, o ToolsOptions) (*mcp.ClientSession, error) 
 	if err != nil {
 		if errors.Is(err, ErrMCPRefused) {
 			return nil, fmt.Errorf("the gateway refused the connection: %v", strings.TrimPrefix(err.Error(), ErrMCPRefused.Error()+": "))
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errors.New("this sandbox has no gateway tools now: no request token in " + SocketPath(o.Dir, TokenFile) +
+				"; tools exist only while a request runs, for assistants granted some (mcp.servers in package.yao)")
 		}
 		return nil, fmt.Errorf("cannot reach the gateway's tools: %w; abx works only inside an agentbox sandbox during a request", err)
 	}
