@@ -291,7 +291,10 @@ func (w *Workspace) ListDir(ctx context.Context, name string) ([]FileInfo, error
 		return nil, fmt.Errorf("list: %w", err)
 	}
 	defer p.close()
-	dir := p.dir
+	dir, err := p.root()
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
 	f, err := dir.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", p.display, mapErr(err))
@@ -338,7 +341,11 @@ func (w *Workspace) Stat(ctx context.Context, name string) (FileInfo, error) {
 	if base == "" {
 		base = "."
 	}
-	fi, err := p.dir.Lstat(base)
+	root, err := p.root()
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("stat: %w", err)
+	}
+	fi, err := root.Lstat(base)
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("stat %s: %w", p.display, mapErr(err))
 	}
@@ -389,10 +396,27 @@ func (w *Workspace) EditFile(ctx context.Context, name string, edits []Edit) (Ed
 // component ("" for the workspace root itself).
 type resolved struct {
 	display string   // the name relative to the workspace, for messages
-	dir     *os.Root // the parent directory
+	dir     *os.Root // the parent directory, opened on first use (root)
+	fd      int      // the parent directory's descriptor, or -1
 	base    string
-	owned   bool // dir must be closed
+	owned   bool // dir and fd must be closed
 	slash   bool // the name ended in "/": it must be a directory
+}
+
+// root returns the parent directory as an os.Root. Below the workspace
+// root it is opened on first use through the walk's descriptor's
+// /proc/self/fd entry, which names that very directory however the tree
+// changes; reads on the descriptor alone never need it.
+func (p *resolved) root() (*os.Root, error) {
+	if p.dir != nil {
+		return p.dir, nil
+	}
+	r, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(p.fd))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reopen directory through /proc/self/fd (is /proc mounted?): %w", p.display, err)
+	}
+	p.dir = r
+	return r, nil
 }
 
 // fileOnly refuses the workspace root and names ending in "/" where a
@@ -405,8 +429,14 @@ func (p *resolved) fileOnly(op string) error {
 }
 
 func (p *resolved) close() {
-	if p.owned {
+	if !p.owned {
+		return
+	}
+	if p.dir != nil {
 		_ = p.dir.Close()
+	}
+	if p.fd >= 0 {
+		_ = syscall.Close(p.fd)
 	}
 }
 
@@ -446,7 +476,7 @@ func (w *Workspace) resolve(name string, create bool) (*resolved, error) {
 	}
 	display := strings.Join(parts, "/")
 	if display == "" {
-		return &resolved{display: ".", dir: w.root}, nil
+		return &resolved{display: ".", dir: w.root, fd: w.rootFD}, nil
 	}
 	p, err := w.openDir(display, parts[:len(parts)-1], create)
 	if err != nil {
@@ -470,18 +500,13 @@ func (w *Workspace) openDir(display string, dirs []string, create bool) (*resolv
 		display = "."
 	}
 	if len(dirs) == 0 {
-		return &resolved{display: display, dir: w.root}, nil
+		return &resolved{display: display, dir: w.root, fd: w.rootFD}, nil
 	}
 	fd, err := openDirs(w.rootFD, display, dirs, create, [2]int{w.opts.UID, w.opts.GID})
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(fd))
-	_ = syscall.Close(fd)
-	if err != nil {
-		return nil, fmt.Errorf("%s: reopen directory through /proc/self/fd (is /proc mounted?): %w", display, err)
-	}
-	return &resolved{display: display, dir: root, owned: true}, nil
+	return &resolved{display: display, fd: fd, owned: true}, nil
 }
 
 // errChanged reports an entry that changed between its lstat and its
@@ -505,19 +530,30 @@ func (w *Workspace) openFinal(p *resolved, dir bool) (*os.File, fs.FileInfo, err
 }
 
 func (w *Workspace) openFinalOnce(p *resolved, dir bool) (*os.File, fs.FileInfo, error) {
-	fi, err := p.dir.Lstat(p.base)
+	lstat, open := finalAt(p.fd)
+	if lstat == nil {
+		root, err := p.root()
+		if err != nil {
+			return nil, nil, err
+		}
+		lstat = root.Lstat
+		open = func(name string) (*os.File, error) {
+			return root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+		}
+	}
+	fi, err := lstat(p.base)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", p.display, mapErr(err))
 	}
 	if err := checkType(p.display, fi, dir, false); err != nil {
 		return nil, nil, err
 	}
-	f, err := p.dir.OpenFile(p.base, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	f, err := open(p.base)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", p.display, mapErr(err))
 	}
 	st, err := f.Stat()
-	if err == nil && !os.SameFile(fi, st) {
+	if err == nil && !sameFile(fi, st) {
 		err = fmt.Errorf("%s %w", p.display, errChanged)
 	} else if err == nil {
 		err = checkType(p.display, st, dir, false)
@@ -534,7 +570,11 @@ func (w *Workspace) writeAtomic(p *resolved, data []byte) error {
 	mode := fs.FileMode(0o644)
 	uid, gid := w.opts.UID, w.opts.GID
 	keepMode := false
-	fi, err := p.dir.Lstat(p.base)
+	dir, err := p.root()
+	if err != nil {
+		return err
+	}
+	fi, err := dir.Lstat(p.base)
 	switch {
 	case err == nil:
 		if err := checkType(p.display, fi, false, false); err != nil {
@@ -551,13 +591,13 @@ func (w *Workspace) writeAtomic(p *resolved, data []byte) error {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := ".agentbox-tmp-" + hex.EncodeToString(rnd[:])
-	f, err := p.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
 	if err != nil {
 		return fmt.Errorf("%s: create temporary file: %w", p.display, mapErr(err))
 	}
 	fail := func(err error) error {
 		_ = f.Close()
-		_ = p.dir.Remove(tmp)
+		_ = dir.Remove(tmp)
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
@@ -581,11 +621,11 @@ func (w *Workspace) writeAtomic(p *resolved, data []byte) error {
 		}
 	}
 	if err := f.Close(); err != nil {
-		_ = p.dir.Remove(tmp)
+		_ = dir.Remove(tmp)
 		return fmt.Errorf("%s: %w", p.display, err)
 	}
-	if err := p.dir.Rename(tmp, p.base); err != nil {
-		_ = p.dir.Remove(tmp)
+	if err := dir.Rename(tmp, p.base); err != nil {
+		_ = dir.Remove(tmp)
 		return fmt.Errorf("%s: %w", p.display, mapErr(err))
 	}
 	return nil

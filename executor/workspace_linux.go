@@ -5,9 +5,11 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // openDirs opens the directory dirs below the directory descriptor start,
@@ -98,4 +100,89 @@ func dirError(dirfd int, display, comp string, err error) error {
 		return fmt.Errorf("%s: %q: %w (%w)", display, comp, ErrInvalid, err)
 	}
 	return fmt.Errorf("%s: open directory %q: %w", display, comp, err)
+}
+
+// finalAt returns lstat and open of names in the directory descriptor
+// dirfd (nil when dirfd is -1): fstatat(AT_SYMLINK_NOFOLLOW) and
+// openat(O_RDONLY|O_NOFOLLOW|O_NONBLOCK), the calls os.Root makes, without
+// reopening the directory as an os.Root first.
+func finalAt(dirfd int) (lstat func(string) (fs.FileInfo, error), open func(string) (*os.File, error)) {
+	if dirfd < 0 || !haveFstatat {
+		return nil, nil
+	}
+	lstat = func(name string) (fs.FileInfo, error) {
+		si := &statInfo{name: name}
+		for {
+			err := fstatat(dirfd, name, &si.st, atSymlinkNoFollow)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil {
+				return nil, &fs.PathError{Op: "lstat", Path: name, Err: err}
+			}
+			return si, nil
+		}
+	}
+	open = func(name string) (*os.File, error) {
+		for {
+			fd, err := syscall.Openat(dirfd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil {
+				return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+			}
+			return os.NewFile(uintptr(fd), name), nil
+		}
+	}
+	return lstat, open
+}
+
+// statInfo is an fs.FileInfo over a raw lstat.
+type statInfo struct {
+	name string
+	st   syscall.Stat_t
+}
+
+func (s *statInfo) Name() string       { return s.name }
+func (s *statInfo) Size() int64        { return s.st.Size }
+func (s *statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
+func (s *statInfo) IsDir() bool        { return s.Mode().IsDir() }
+func (s *statInfo) Sys() any           { return &s.st }
+
+// Mode maps the stat's type bits as package os does.
+func (s *statInfo) Mode() fs.FileMode {
+	m := fs.FileMode(s.st.Mode & 0o777)
+	switch s.st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		m |= fs.ModeDir
+	case syscall.S_IFLNK:
+		m |= fs.ModeSymlink
+	case syscall.S_IFIFO:
+		m |= fs.ModeNamedPipe
+	case syscall.S_IFSOCK:
+		m |= fs.ModeSocket
+	case syscall.S_IFCHR:
+		m |= fs.ModeDevice | fs.ModeCharDevice
+	case syscall.S_IFBLK:
+		m |= fs.ModeDevice
+	}
+	if s.st.Mode&syscall.S_ISUID != 0 {
+		m |= fs.ModeSetuid
+	}
+	if s.st.Mode&syscall.S_ISGID != 0 {
+		m |= fs.ModeSetgid
+	}
+	if s.st.Mode&syscall.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// sameFile reports whether a and b are the same file (device and inode),
+// for infos from package os and from statInfo alike.
+func sameFile(a, b fs.FileInfo) bool {
+	sa, ok1 := a.Sys().(*syscall.Stat_t)
+	sb, ok2 := b.Sys().(*syscall.Stat_t)
+	return ok1 && ok2 && sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
