@@ -57,13 +57,13 @@ func (inv *invocation) fn(name string, f func(call goja.FunctionCall) (goja.Valu
 			if x := recover(); x != nil {
 				if re, ok := x.(runtime.Error); ok {
 					inv.log.Error("hook callback panicked", "function", name, "panic", re)
-					panic(inv.rt.NewGoError(fmt.Errorf("%s: internal error: %w", name, re)))
+					panic(inv.goError(fmt.Errorf("%s: internal error: %w", name, re)))
 				}
 				panic(x)
 			}
 		}()
 		if inv.ctx.Err() != nil {
-			panic(inv.rt.NewGoError(context.Cause(inv.ctx)))
+			panic(inv.goError(context.Cause(inv.ctx)))
 		}
 		v, err := f(call)
 		if err != nil {
@@ -76,7 +76,7 @@ func (inv *invocation) fn(name string, f func(call goja.FunctionCall) (goja.Valu
 			} else {
 				err = fmt.Errorf("%s: %w", name, err)
 			}
-			obj := inv.rt.NewGoError(err)
+			obj := inv.goError(err)
 			var ee *ExitError
 			if errors.As(err, &ee) {
 				_ = obj.Set("exit_code", ee.ExitCode)
@@ -90,6 +90,21 @@ func (inv *invocation) fn(name string, f func(call goja.FunctionCall) (goja.Valu
 		}
 		return v
 	}
+}
+
+// goError makes the JavaScript Error a failed callback throws. goja's
+// NewGoError puts the Go error on the object as `value`, which would hand
+// the script a reflected Go value (methods, exported fields, pointers into
+// the gateway) and let it rig what ex.Unwrap later reads; so the property
+// is removed and the Go error is kept on the Go side, keyed by the object.
+func (inv *invocation) goError(err error) *goja.Object {
+	obj := inv.rt.NewGoError(err)
+	_ = obj.Delete("value")
+	if inv.goErrs == nil {
+		inv.goErrs = map[*goja.Object]error{}
+	}
+	inv.goErrs[obj] = err
+	return obj
 }
 
 // typeErr is a bad argument; it becomes a JavaScript TypeError.
@@ -394,6 +409,15 @@ func (c *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// execOptions is the second argument of ctx.sandbox.Exec (ExecOptions in
+// sandbox.d.ts); every field is optional.
+type execOptions struct {
+	Dir     string            `json:"dir,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Stdin   *string           `json:"stdin,omitempty"`
+	Timeout float64           `json:"timeout,omitempty"` // milliseconds
+}
+
 func (inv *invocation) exec(sb executor.Sandbox, call goja.FunctionCall) (goja.Value, error) {
 	argv := call.Argument(0)
 	if !isArray(argv) {
@@ -408,13 +432,14 @@ func (inv *invocation) exec(sb executor.Sandbox, call goja.FunctionCall) (goja.V
 		if _, err := argObject(call, 1, "options"); err != nil {
 			return nil, err
 		}
-		var o struct {
-			Dir     string            `json:"dir"`
-			Env     map[string]string `json:"env"`
-			Stdin   *string           `json:"stdin"`
-			Timeout float64           `json:"timeout"`
+		var o execOptions
+		raw, err := inv.toJSON(opt)
+		if err != nil {
+			return nil, err
 		}
-		if err := inv.toGo(opt, &o); err != nil {
+		// Strict, like EditFile: a misspelt option ({cwd: ...}) is an
+		// error, not a command run somewhere else.
+		if err := jsonDecoder(raw).Decode(&o); err != nil {
 			return nil, typeErr(fmt.Sprintf("options must be {dir?: string, env?: {NAME: string}, stdin?: string, timeout?: ms}: %v", err))
 		}
 		cmd.Dir = o.Dir

@@ -79,6 +79,13 @@ func TestSandboxAPI(t *testing.T) {
 			files: map[string]string{"sub/x": ""},
 			want:  `"sub\nhi\nin"`,
 		},
+		"Exec unknown option": {
+			body: `ctx.sandbox.Exec(["pwd"], {cwd: "sub"})`, wantErr: `options must be {dir?: string, env?: {NAME: string}, stdin?: string, timeout?: ms}: json: unknown field "cwd"`,
+		},
+		"Exec timeout option": {
+			body:      "\nctx.sandbox.Exec([\"sleep\", \"5\"], {timeout: 50})",
+			wantErrIs: executor.ErrTimeout, wantLine: 2,
+		},
 		"Exec non-zero exit throws with code and stderr": {
 			body: `try { ctx.sandbox.Exec(["sh", "-c", "echo partial; echo broken >&2; exit 3"]) } catch (e) { return [e.exit_code, e.stdout, e.stderr, e.message] }`,
 			want: `[3,"partial\n","broken\n","ctx.sandbox.Exec: command \"sh -c echo partial; echo broken >&2; exit 3\" exited with code 3: broken"]`,

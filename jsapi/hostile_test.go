@@ -24,19 +24,35 @@ import (
 // then still serve a healthy request.
 const hostileBudget = 500 * time.Millisecond
 
-// hostile runs Create of src once and checks time, error and liveness.
-// It returns the position the error points at.
+// hostile runs Create of src once under hostileBudget and checks time,
+// error and liveness. It returns the position the error points at.
 func hostile(t *testing.T, src string, hc *hooks.Context, wantErr string, wantIs error) (position string) {
 	t.Helper()
-	return hostileWithin(t, hostileBudget, src, hc, wantErr, wantIs)
+	return hostileWith(t, hostileRun{opts: jsapi.Options{Timeout: hostileBudget}, hc: hc, wantErr: wantErr, wantIs: wantIs}, src)
 }
 
-// hostileWithin is hostile with another budget.
-func hostileWithin(t *testing.T, budget time.Duration, src string, hc *hooks.Context, wantErr string, wantIs error) (position string) {
+// hostileRun is how hostileWith runs a hostile script.
+type hostileRun struct {
+	opts    jsapi.Options // Timeout is the budget
+	hc      *hooks.Context
+	wantErr string
+	wantIs  error
+	// mayAbandon allows the invocation to end by abandonment (a built-in
+	// still running past the budget + grace); otherwise the script itself
+	// must have stopped.
+	mayAbandon bool
+}
+
+// hostileWith runs Create of src and checks that it ends within the budget
+// + 100 ms with the expected error, that the script itself stopped (no
+// abandoned goroutine) unless allowed, and that the same Hooks then still
+// serve a healthy request with nothing of the hostile run left in it.
+func hostileWith(t *testing.T, r hostileRun, src string) (position string) {
 	t.Helper()
 	healthy := "\nfunction Next(ctx) { return { content: 'alive:' + ({}).polluted + ':' + typeof Array.prototype.evil } }"
-	h, err := jsapi.Compile("src/index.js", []byte(src+healthy), jsapi.Options{Timeout: budget})
+	h, err := jsapi.Compile("src/index.js", []byte(src+healthy), r.opts)
 	require.NoError(t, err)
+	hc := r.hc
 	if hc == nil {
 		hc = &hooks.Context{}
 	}
@@ -45,10 +61,13 @@ func hostileWithin(t *testing.T, budget time.Duration, src string, hc *hooks.Con
 	elapsed := time.Since(start)
 	t.Logf("ended after %v: %v", elapsed, err)
 	require.Error(t, err)
-	assert.Less(t, elapsed, budget+100*time.Millisecond, "the hook must end within its budget + 100 ms")
-	assert.ErrorContains(t, err, wantErr)
-	if wantIs != nil {
-		assert.ErrorIs(t, err, wantIs)
+	assert.Less(t, elapsed-r.opts.Timeout, 100*time.Millisecond, "the hook must end within its budget + 100 ms")
+	assert.ErrorContains(t, err, r.wantErr)
+	if r.wantIs != nil {
+		assert.ErrorIs(t, err, r.wantIs)
+	}
+	if !r.mayAbandon {
+		assert.NotContains(t, err.Error(), "abandoned", "the script must stop, not be left running")
 	}
 	res, err := h.Next(context.Background(), &hooks.Context{}, hooks.NextPayload{})
 	require.NoError(t, err, "the same hooks must serve the next request")
@@ -149,6 +168,39 @@ func TestHostileSlowSandboxCallIsCancelledAtTheBudget(t *testing.T) {
 	hostile(t, `function Create(ctx) { ctx.sandbox.Exec(["sleep", "3600"]) }`, &hooks.Context{Sandbox: sb}, "time budget of 500ms", executor.ErrTimeout)
 }
 
+// TestHostileGoErrorsStayOutOfReach: the Error a failed ctx.sandbox call
+// throws carries no Go value (goja's GoError would expose the Go error as
+// e.value, with its methods and exported fields), and a script that
+// forges or rigs such an Error cannot change the error the gateway sees.
+func TestHostileGoErrorsStayOutOfReach(t *testing.T) {
+	sb := executortest.NewSandbox(t)
+	cases := map[string]struct {
+		body, wantErr string
+		wantIs        error
+	}{
+		"no Go value on the error": {
+			body:    `try { ctx.sandbox.ReadFile("nope.txt") } catch (e) { throw new Error("own: " + Object.getOwnPropertyNames(e).sort().join(",") + " value: " + typeof e.value) }`,
+			wantErr: "own: message,stack value: undefined",
+		},
+		"rigged value getter is never run": {
+			body:    `try { ctx.sandbox.ReadFile("nope.txt") } catch (e) { Object.defineProperty(e, "value", { get() { for (;;) {} } }); throw e }`,
+			wantErr: "ctx.sandbox.ReadFile", wantIs: executor.ErrNotFound,
+		},
+		"forged Go error": {
+			body: `let proto; try { ctx.sandbox.ReadFile("nope.txt") } catch (e) { proto = Object.getPrototypeOf(e) }
+const f = Object.create(proto, { message: { value: "forged" }, value: { get() { for (;;) {} } } });
+throw f`,
+			wantErr: "threw a non-Error value (Object)",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			hostileWith(t, hostileRun{opts: jsapi.Options{Timeout: hostileBudget}, hc: &hooks.Context{Sandbox: sb}, wantErr: tc.wantErr, wantIs: tc.wantIs},
+				"function Create(ctx) { "+tc.body+" }")
+		})
+	}
+}
+
 func TestHostileSandboxBytesCap(t *testing.T) {
 	sb := executortest.NewSandbox(t)
 	h, err := jsapi.Compile("src/index.js", []byte(`function Create(ctx) { const s = "x".repeat(1 << 20); for (let i = 0; i < 100; i++) ctx.sandbox.WriteFile("f" + i, s) }`),
@@ -195,24 +247,29 @@ func TestHostilePathEscapes(t *testing.T) {
 }
 
 func TestHostileHugeAllocation(t *testing.T) {
-	cases := map[string]struct{ body, want string }{
-		"repeat 2^31":           {`return "x".repeat(2 ** 31)`, "String.prototype.repeat would build a string of 2147483648 characters"},
-		"padStart":              {`return "x".padStart(2 ** 30)`, "String.prototype.padStart would build"},
-		"padEnd":                {`return "x".padEnd(2 ** 30, "ab")`, "String.prototype.padEnd would build"},
-		"replaceAll blow-up":    {`const s = "x".repeat(1e6); return s.replaceAll("x", s)`, "String.prototype.replaceAll would build"},
-		"replace $' blow-up":    {`return "x".repeat(1e5).replace(/x/g, "$'")`, "String.prototype.replace would build"},
-		"join of a huge array":  {`return new Array(2 ** 32 - 1).join("x")`, "Array.prototype.join over 4294967295 elements"},
-		"join of huge strings":  {`const s = "x".repeat(1 << 20); return new Array(1000).fill(s).join("")`, "Array.prototype.join would build"},
-		"fill a huge array":     {`return new Array(2 ** 30).fill(0)`, "Array.prototype.fill over 1073741824 elements"},
-		"Array.from array-like": {`return Array.from({ length: 2 ** 30 })`, "Array.from over 1073741824 elements"},
-		"indexOf on array-like": {`return Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)`, "Array.prototype.indexOf over"},
-		"typed array":           {`return new Uint8Array(2 ** 31)`, "Uint8Array of 2147483648 bytes"},
-		"typed array via ctor":  {`return new (new Float64Array(1).constructor)(2 ** 28)`, "Float64Array of 2147483648 bytes"},
-		"ArrayBuffer":           {`return new ArrayBuffer(2 ** 31)`, "ArrayBuffer of 2147483648 bytes"},
-		"apply with huge args":  {`return Math.max.apply(null, { length: 2 ** 30 })`, "Function.prototype.apply with 1073741824 arguments"},
-		"string doubling":       {`let s = "x"; for (;;) s += s`, "allocated more than 128 MiB (max_hook_memory)"},
-		"array push loop":       {`const a = []; for (;;) a.push([1, 2, 3, 4, 5, 6, 7, 8])`, "Create hook"},
-		"object growth":         {`const o = {}; for (let i = 0; ; i++) o["k" + i] = "v" + i`, "Create hook"},
+	cases := map[string]struct {
+		body, want string
+		// heap is Options.MaxHeapGrowth for the cases the heap watchdog
+		// must stop (allocation in a script loop, no single big step).
+		heap uint64
+	}{
+		"repeat 2^31":           {body: `return "x".repeat(2 ** 31)`, want: "String.prototype.repeat would build a string of 2147483648 characters"},
+		"padStart":              {body: `return "x".padStart(2 ** 30)`, want: "String.prototype.padStart would build"},
+		"padEnd":                {body: `return "x".padEnd(2 ** 30, "ab")`, want: "String.prototype.padEnd would build"},
+		"replaceAll blow-up":    {body: `const s = "x".repeat(1e6); return s.replaceAll("x", s)`, want: "String.prototype.replaceAll would build"},
+		"replace $' blow-up":    {body: `return "x".repeat(1e5).replace(/x/g, "$'")`, want: "String.prototype.replace would build"},
+		"join of a huge array":  {body: `return new Array(2 ** 32 - 1).join("x")`, want: "Array.prototype.join over 4294967295 elements"},
+		"join of huge strings":  {body: `const s = "x".repeat(1 << 20); return new Array(1000).fill(s).join("")`, want: "Array.prototype.join would build"},
+		"fill a huge array":     {body: `return new Array(2 ** 30).fill(0)`, want: "Array.prototype.fill over 1073741824 elements"},
+		"Array.from array-like": {body: `return Array.from({ length: 2 ** 30 })`, want: "Array.from over 1073741824 elements"},
+		"indexOf on array-like": {body: `return Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)`, want: "Array.prototype.indexOf over"},
+		"typed array":           {body: `return new Uint8Array(2 ** 31)`, want: "Uint8Array of 2147483648 bytes"},
+		"typed array via ctor":  {body: `return new (new Float64Array(1).constructor)(2 ** 28)`, want: "Float64Array of 2147483648 bytes"},
+		"ArrayBuffer":           {body: `return new ArrayBuffer(2 ** 31)`, want: "ArrayBuffer of 2147483648 bytes"},
+		"apply with huge args":  {body: `return Math.max.apply(null, { length: 2 ** 30 })`, want: "Function.prototype.apply with 1073741824 arguments"},
+		"string doubling":       {body: `let s = "x"; for (;;) s += s`, want: "allocated more than 128 MiB (max_hook_memory)"},
+		"array push loop":       {body: `const a = []; for (;;) a.push([1, 2, 3, 4, 5, 6, 7, 8])`, want: "allocated more than 32 MiB (max_hook_memory)", heap: 32 << 20},
+		"object growth":         {body: `const o = {}; for (let i = 0; ; i++) o["k" + i] = "v" + i`, want: "allocated more than 32 MiB (max_hook_memory)", heap: 32 << 20},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -221,8 +278,9 @@ func TestHostileHugeAllocation(t *testing.T) {
 			// The guards and the heap watchdog must stop these long
 			// before the time budget; a budget of 2 s keeps a loaded
 			// machine (-race, the whole suite on 2 cores) from letting
-			// the timer win the race and hide which guard acted.
-			hostileWithin(t, 4*hostileBudget, "function Create() { "+tc.body+" }", nil, tc.want, nil)
+			// the timer win the race, and want names the guard that acted.
+			hostileWith(t, hostileRun{opts: jsapi.Options{Timeout: 4 * hostileBudget, MaxHeapGrowth: tc.heap}, wantErr: tc.want},
+				"function Create() { "+tc.body+" }")
 			runtime.GC()
 			var after runtime.MemStats
 			runtime.ReadMemStats(&after)
@@ -231,21 +289,38 @@ func TestHostileHugeAllocation(t *testing.T) {
 	}
 }
 
+// TestHostileCatastrophicRegex: goja runs backreferences and lookaround
+// on regexp2, a backtracking matcher that Interrupt cannot stop, so one
+// match is bounded by regexp2's match timeout (it then reports no match);
+// RE2-compatible patterns run on Go's linear-time regexp.
 func TestHostileCatastrophicRegex(t *testing.T) {
-	cases := map[string]string{
-		// Backreferences and lookaround run on regexp2 (backtracking).
-		"backreference": `return /^(a+)+\1$/.test("a".repeat(40) + "b")`,
-		"lookahead":     `return /^(?=(a+)+$)a*b/.test("a".repeat(40) + "c")`,
-		"in a loop":     `for (;;) /^(a|a)*\1$/.test("a".repeat(30) + "b")`,
-		// RE2-compatible patterns run on Go's linear-time regexp.
-		"nested quantifier (linear)": `for (;;) /^(a+)+$/.test("a".repeat(5000) + "b")`,
+	single := map[string]string{
+		"backreference": `/^(a+)+\1$/.test("a".repeat(40) + "b")`,
+		"lookahead":     `/^(?=(a+)+$)a*b/.test("a".repeat(40) + "c")`,
+		"match":         `"a".repeat(40).match(/^(a+)+\1b/)`,
+		"split":         `"a".repeat(40).split(/(a+)+\1b/).length > 1`,
+		"linear":        `/^(a+)+$/.test("a".repeat(1e6) + "b")`,
 	}
-	for name, body := range cases {
-		t.Run(name, func(t *testing.T) {
-			// A single match gives up after 100 ms (regexp2 MatchTimeout)
-			// and reports no match; the hook then ends at its budget.
-			src := "function Create() { const r = (function () { " + body + " })(); for (;;) {} }"
-			hostile(t, src, nil, "time budget of 500ms", executor.ErrTimeout)
+	for name, expr := range single {
+		t.Run("one match/"+name, func(t *testing.T) {
+			// 2^40 steps would never end: the match gives up (no match)
+			// and the hook goes on to throw, well inside its budget.
+			hostileWith(t, hostileRun{opts: jsapi.Options{Timeout: 4 * hostileBudget}, wantErr: "matched: false"},
+				"function Create() { throw new Error(\"matched: \" + Boolean("+expr+")) }")
+		})
+	}
+	loops := map[string]string{
+		"backreference": `for (;;) /^(a+)+\1$/.test("a".repeat(40) + "b")`,
+		"lookahead":     `for (;;) /^(?=(a+)+$)a*b/.test("a".repeat(40) + "c")`,
+		"linear":        `for (;;) /^(a+)+$/.test("a".repeat(5000) + "b")`,
+	}
+	for name, body := range loops {
+		t.Run("in a loop/"+name, func(t *testing.T) {
+			// The budget's interrupt may land inside a match, which runs
+			// on until its own timeout: the caller stops waiting at the
+			// budget + 50 ms and the match ends shortly after.
+			hostileWith(t, hostileRun{opts: jsapi.Options{Timeout: hostileBudget}, wantErr: "time budget of 500ms", wantIs: executor.ErrTimeout,
+				mayAbandon: name != "linear"}, "function Create() { "+body+" }")
 		})
 	}
 }

@@ -37,6 +37,9 @@ type invocation struct {
 	abandoned bool
 	// epoch counts entries to and exits from Go callbacks (odd: inside).
 	epoch atomic.Int64
+	// goErrs maps the Errors thrown by Go callbacks to their Go errors
+	// (see goError). Only the runtime's goroutine touches it.
+	goErrs map[*goja.Object]error
 
 	sandboxCalls int
 	sandboxBytes int64
@@ -360,9 +363,21 @@ func (inv *invocation) thrown(err error) (out error) {
 	}
 	he := &hooks.HookError{Hook: inv.hook}
 	var intr *goja.InterruptedError
-	var ex *goja.Exception
 	var so *goja.StackOverflowError
+	var ex *goja.Exception
+	// A throw is matched first: errors.As matches the *goja.Exception
+	// itself, while the later checks would call Exception.Unwrap, which
+	// reads a property the script controls (a getter could run here).
 	switch {
+	case errors.As(err, &ex):
+		he.Position = inv.position(ex.Stack())
+		if obj, ok := ex.Value().(*goja.Object); ok && inv.goErrs[obj] != nil {
+			goErr := inv.goErrs[obj]
+			he.Err = goErr
+			he.Message = goErr.Error()
+			break
+		}
+		he.Message = inv.describe(ex.Value())
 	case errors.As(err, &so):
 		he.Position = inv.position(so.Stack())
 		he.Err = ErrStackOverflow
@@ -375,14 +390,6 @@ func (inv *invocation) thrown(err error) (out error) {
 		} else {
 			he.Message = fmt.Sprintf("interrupted: %v", intr.Value())
 		}
-	case errors.As(err, &ex):
-		he.Position = inv.position(ex.Stack())
-		if goErr := ex.Unwrap(); goErr != nil {
-			he.Err = goErr
-			he.Message = goErr.Error()
-			break
-		}
-		he.Message = inv.describe(ex.Value())
 	default:
 		he.Err = err
 		he.Message = err.Error()

@@ -52,14 +52,22 @@ interface Edit {
   to?: string;
 }
 
+/** One changed region of an EditResult. */
+interface Change {
+  /** 1-based line of the original. */
+  line: number;
+  removed: number;
+  added: number;
+}
+
 /** What ctx.sandbox.EditFile did. */
 interface EditResult {
   /** The file's new content. */
   content: string;
   /** How many edits were applied. */
   applied: number;
-  /** The changed regions, by 1-based line of the original. */
-  changes: { line: number; removed: number; added: number }[];
+  /** The changed regions. */
+  changes: Change[];
 }
 
 /** Options of ctx.sandbox.Exec. */
@@ -144,22 +152,39 @@ interface Options {
 /** Create's result: null keeps the conversation, {messages} replaces it; throw to reject the request. */
 type CreateResult = { messages: Message[] } | null | undefined;
 
+/** Tokens the agent's run used, as its CLI reported them. */
+interface Usage {
+  input_tokens: number;
+  output_tokens: number;
+  cache_creation_input_tokens: number;
+  cache_read_input_tokens: number;
+}
+
+/** A tool call the agent's CLI refused. */
+interface PermissionDenial {
+  tool_name: string;
+  tool_use_id: string;
+  tool_input?: any;
+}
+
 /** The agent's outcome, as Next sees it. */
 interface Completion {
   content: string;
   finish_reason: string;
   is_error: boolean;
+  /** The CLI's result subtype ("success", "error_max_turns", ...). */
   subtype?: string;
+  /** The CLI's error texts when is_error. */
   errors?: string[];
+  /** The upstream HTTP status of a failed model call. */
+  api_error_status?: number;
   session_id?: string;
   num_turns?: number;
+  /** The run's duration in nanoseconds. */
+  duration?: number;
   cost_usd?: number;
-  usage: {
-    input_tokens: number;
-    output_tokens: number;
-    cache_creation_input_tokens: number;
-    cache_read_input_tokens: number;
-  };
+  usage: Usage;
+  permission_denials?: PermissionDenial[];
 }
 
 /** Next's second argument. */
