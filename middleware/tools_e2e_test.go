@@ -30,6 +30,7 @@ import (
 type toolsE2E struct {
 	api   *scriptedapi.Server
 	o     *middleware.Orchestrator
+	logs  *testenv.SyncBuffer // the tool host's log
 	mu    sync.Mutex
 	calls []mcphost.Call
 }
@@ -41,15 +42,19 @@ func (e *toolsE2E) recorded() []mcphost.Call {
 }
 
 // toolsScript: call the MCP tool, then the same tool through abx in Bash,
-// then answer with what both returned.
+// then the tool the assistant is not granted through abx, then answer with
+// what that returned.
 func toolsScript(r *scriptedapi.Request) scriptedapi.Turn {
 	results := r.NewToolResults()
 	if len(results) == 0 {
 		return scriptedapi.Call("mcp__orders__lookup", map[string]string{"order": "42"})
 	}
 	last := results[len(results)-1]
-	if last.Name == "mcp__orders__lookup" {
+	switch {
+	case last.Name == "mcp__orders__lookup":
 		return scriptedapi.Call("Bash", map[string]string{"command": "abx call orders/lookup order=43", "description": "Look up order 43"})
+	case strings.Contains(last.Result, "Called mcp__orders__lookup"):
+		return scriptedapi.Call("Bash", map[string]string{"command": "abx call orders/cancel order=43", "description": "Cancel order 43"})
 	}
 	return scriptedapi.Say("Bash said: " + strings.TrimSpace(last.Result))
 }
@@ -61,7 +66,8 @@ func newToolsE2E(t *testing.T) *toolsE2E {
 	env := &toolsE2E{}
 	env.api = scriptedapi.Start(scriptedapi.WithScript(toolsScript))
 	t.Cleanup(env.api.Close)
-	host := mcphost.New(mcphost.Options{CallTimeout: 10 * time.Second})
+	env.logs = &testenv.SyncBuffer{}
+	host := mcphost.New(mcphost.Options{CallTimeout: 10 * time.Second, Logger: hclog.New(&hclog.LoggerOptions{Output: env.logs, Level: hclog.Info})})
 	host.MustRegister("orders", mcphost.Tool{Name: "lookup", Description: "Looks up an order of the requesting user.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"order":{"type":"string"}},"required":["order"]}`),
 		Handler: func(_ context.Context, call *mcphost.Call) (*mcphost.Result, error) {
@@ -73,7 +79,10 @@ func newToolsE2E(t *testing.T) *toolsE2E {
 			return &mcphost.Result{Text: fmt.Sprintf("order %s of %s: shipped", a.Order, call.Identity.User)}, nil
 		}})
 	host.MustRegister("orders", mcphost.Tool{Name: "cancel", Description: "Not granted to coder.",
-		Handler: func(context.Context, *mcphost.Call) (*mcphost.Result, error) {
+		Handler: func(_ context.Context, call *mcphost.Call) (*mcphost.Result, error) {
+			env.mu.Lock()
+			env.calls = append(env.calls, *call)
+			env.mu.Unlock()
 			return &mcphost.Result{Text: "cancelled"}, nil
 		}})
 	mcpConfig := []byte(`{"mcpServers":{"orders":{"command":"agentbox-helper","args":["mcp","--server","orders"]}}}`)
@@ -108,7 +117,9 @@ func newToolsE2E(t *testing.T) *toolsE2E {
 // TestE2EToolCallsReachTheHost: the model calls the gateway's tool as an
 // MCP tool and through abx from Bash; the Go handler runs with the
 // request's identity both times, the results reach the model in its next
-// requests, and the calls are events of the middleware's stream.
+// requests, and the calls are events of the middleware's stream. The tool
+// outside the assistant's allowlist is neither offered nor callable
+// through abx.
 func TestE2EToolCallsReachTheHost(t *testing.T) {
 	env := newToolsE2E(t)
 	var mu sync.Mutex
@@ -139,7 +150,7 @@ func TestE2EToolCallsReachTheHost(t *testing.T) {
 	assert.JSONEq(t, `{"order":"43"}`, string(calls[1].Arguments))
 
 	reqs := env.api.MessageRequests()
-	require.Len(t, reqs, 3)
+	require.Len(t, reqs, 4)
 	assert.Contains(t, reqs[0].ToolNames(), "mcp__orders__lookup", "the CLI offered the granted tool to the model")
 	assert.NotContains(t, reqs[0].ToolNames(), "mcp__orders__cancel", "and not the other one")
 	second := reqs[1].NewToolResults()
@@ -149,6 +160,13 @@ func TestE2EToolCallsReachTheHost(t *testing.T) {
 	require.Len(t, third, 1)
 	assert.Contains(t, third[0].Result, "Called mcp__orders__lookup")
 	assert.Contains(t, third[0].Result, "| order 43 of alice: shipped", "abx's output reached the model")
+	fourth := reqs[3].NewToolResults()
+	require.Len(t, fourth, 1)
+	assert.Contains(t, fourth[0].Result, `tool "mcp__orders__cancel" is not available to this assistant`, "the gateway refused the ungranted tool")
+	assert.Contains(t, fourth[0].Result, "Hint: the 1 tool(s) this request may call: mcp__orders__lookup", "and abx said what there is")
+	assert.Contains(t, env.logs.String(), "refused a tool call outside the allowlist", "the refusal is logged")
+	assert.Contains(t, env.logs.String(), "tool=mcp__orders__cancel")
+	assert.Contains(t, env.logs.String(), "user=alice")
 
 	// Tool events: the CLI reports its MCP call and the Bash command; the
 	// host reports the call abx made from that command (the CLI cannot
@@ -170,7 +188,7 @@ func TestE2EToolCallsReachTheHost(t *testing.T) {
 	}
 	mu.Unlock()
 	t.Logf("tool events: %q", order)
-	require.Len(t, uses, 3, "the MCP call, the Bash command and abx's call")
+	require.Len(t, uses, 4, "the MCP call, two Bash commands and the call abx made in the first")
 	var abxID string
 	for id, name := range uses {
 		if strings.HasPrefix(id, mcphost.ViaCLI+"-") {
@@ -180,13 +198,14 @@ func TestE2EToolCallsReachTheHost(t *testing.T) {
 	}
 	require.NotEmpty(t, abxID, "the host streamed abx's call")
 	assert.Equal(t, "order 43 of alice: shipped", results[abxID])
-	assert.ElementsMatch(t, []string{"mcp__orders__lookup", "Bash", "mcp__orders__lookup"}, slices.Collect(maps.Values(uses)))
-	assert.Len(t, results, 3)
+	assert.ElementsMatch(t, []string{"mcp__orders__lookup", "Bash", "mcp__orders__lookup", "Bash"}, slices.Collect(maps.Values(uses)))
+	assert.Len(t, results, 4)
 	for id, name := range uses {
 		if name == "mcp__orders__lookup" && id != abxID {
 			assert.Contains(t, results[id], "order 42 of alice: shipped", "the CLI's MCP result is an event")
 		}
 	}
-	assert.Contains(t, resp.Content, "Bash said: Called mcp__orders__lookup")
+	assert.Contains(t, resp.Content, `Bash said: `)
+	assert.Contains(t, resp.Content, `tool "mcp__orders__cancel" is not available to this assistant`)
 	t.Logf("answer: %s", resp.Content)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -124,15 +125,51 @@ func RunTools(ctx context.Context, args []string, stdout, stderr io.Writer, o To
 		return 0
 	}
 	t, err := findTool(tools, rest[0])
+	hint := ""
 	if err != nil {
-		return fail(1, "%v", err)
+		name, ok := qualifiedName(rest[0])
+		if cmd != "call" || !ok {
+			return fail(1, "%v", err)
+		}
+		// Not listed but named in full: abx does not judge what is granted;
+		// the gateway does, and refuses and logs the call.
+		t = &mcp.Tool{Name: name}
+		hint = fmt.Sprintf("the %d tool(s) this request may call: %s (abx list shows them)", len(tools), toolNames(tools))
+		if near := nearest(rest[0], tools); near != "" {
+			hint = "did you mean " + near + "? " + hint
+		}
 	}
 	if cmd == "describe" {
 		printTool(p, t, true)
 		return 0
 	}
 	stringArgs(t.InputSchema, callArgs, rawArgs)
-	return callTool(ctx, cs, t, callArgs, p, stderr, o)
+	return callTool(ctx, cs, t, callArgs, p, stderr, o, hint)
+}
+
+// qualifiedName turns a tool named with its server (mcp__<server>__<tool>,
+// <server>/<tool> or <server>__<tool>) into Claude Code's form.
+func qualifiedName(want string) (string, bool) {
+	if server, tool, ok := strings.Cut(want, "/"); ok && server != "" && tool != "" {
+		return "mcp__" + server + "__" + tool, true
+	}
+	server, tool := splitToolName(want)
+	if server == "" || tool == "" {
+		return "", false
+	}
+	return "mcp__" + server + "__" + tool, true
+}
+
+// toolNames joins the tools' names, or says there are none.
+func toolNames(tools []*mcp.Tool) string {
+	if len(tools) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // dialTools connects to the host as the agent CLI (server id "") and
@@ -203,10 +240,6 @@ func findTool(tools []*mcp.Tool, want string) (*mcp.Tool, error) {
 	if len(bare) == 1 {
 		return bare[0], nil
 	}
-	names := make([]string, 0, len(tools))
-	for _, t := range tools {
-		names = append(names, t.Name)
-	}
 	switch {
 	case len(bare) > 1:
 		var cands []string
@@ -217,21 +250,22 @@ func findTool(tools []*mcp.Tool, want string) (*mcp.Tool, error) {
 	case len(tools) == 0:
 		return nil, fmt.Errorf("no tool %q: this request has no tools (abx list shows them)", want)
 	}
-	msg := fmt.Sprintf("no tool %q; the %d available: %s", want, len(tools), strings.Join(names, ", "))
-	if near := nearest(want, names); near != "" {
+	msg := fmt.Sprintf("no tool %q; the %d available: %s", want, len(tools), toolNames(tools))
+	if near := nearest(want, tools); near != "" {
 		msg += fmt.Sprintf("\n  Hint: did you mean %s?", near)
 	}
 	return nil, errors.New(msg)
 }
 
-// nearest is the name closest to want by edit distance, when close enough.
-func nearest(want string, names []string) string {
-	best, bestD := "", len(want)/2+2
-	for _, n := range names {
-		_, tool := splitToolName(n)
-		for _, cand := range []string{n, tool} {
+// nearest is the name closest to want by edit distance, when close enough
+// to be a typo (fewer edits than a third of its length, plus one).
+func nearest(want string, tools []*mcp.Tool) string {
+	best, bestD := "", len(want)/3+1
+	for _, t := range tools {
+		server, tool := splitToolName(t.Name)
+		for _, cand := range []string{t.Name, server + "/" + tool, tool} {
 			if d := editDistance(want, cand); d < bestD {
-				best, bestD = n, d
+				best, bestD = t.Name, d
 			}
 		}
 	}
@@ -241,7 +275,7 @@ func nearest(want string, names []string) string {
 // closest is the candidate nearest to want by edit distance, when close
 // enough.
 func closest(want string, cands []string) string {
-	best, bestD := "", len(want)/2+2
+	best, bestD := "", len(want)/3+1
 	for _, c := range cands {
 		if d := editDistance(want, c); d < bestD {
 			best, bestD = c, d
@@ -418,13 +452,21 @@ func zoneName(t time.Time) string {
 }
 
 // callTool calls t and prints what was called, when, and what came back.
-func callTool(ctx context.Context, cs *mcp.ClientSession, t *mcp.Tool, args map[string]any, p func(string, ...any), stderr io.Writer, o ToolsOptions) int {
+// A non-empty hint follows an error.
+func callTool(ctx context.Context, cs *mcp.ClientSession, t *mcp.Tool, args map[string]any, p func(string, ...any), stderr io.Writer, o ToolsOptions, hint string) int {
 	start := o.Now()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: args})
 	took := o.Now().Sub(start)
 	argJSON, _ := json.Marshal(args)
 	if err != nil {
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			err = errors.New(rpcErr.Message) // without the SDK's "calling "tools/call"" prefix
+		}
 		_, _ = fmt.Fprintf(stderr, "Error: calling %s with %s: %v\n", t.Name, argJSON, err)
+		if hint != "" {
+			_, _ = fmt.Fprintf(stderr, "  Hint: %s\n", hint)
+		}
 		return 1
 	}
 	server, tool := splitToolName(t.Name)

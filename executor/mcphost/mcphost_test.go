@@ -463,6 +463,8 @@ func TestCLIGolden(t *testing.T) {
 		{"call_tool_error", []string{"call", "gw/boom"}, false, 1},
 		{"call_schema_error", []string{"call", "gw/echo"}, false, 1},
 		{"call_unknown_tool", []string{"call", "gw/ecko", "text=x"}, false, 1},
+		{"call_unknown_bare_tool", []string{"call", "ecko", "text=x"}, false, 1},
+		{"call_not_granted", []string{"call", "gw/secret"}, false, 1},
 		{"call_bad_json", []string{"call", "gw/echo", `{"text":`}, false, 2},
 		{"call_unknown_argument", []string{"call", "gw/echo", "text=hi", "uper=true"}, false, 0},
 		{"unknown_command", []string{"lst"}, false, 2},
