@@ -6,13 +6,18 @@
 //   function Next(ctx: Ctx, payload: NextPayload, options: Options): NextResult { ... }
 //
 // agentbox compiles TypeScript with esbuild, which strips types without
-// checking them; run `tsc --noEmit` yourself to check. The runtime is
+// checking them; check them yourself, without the DOM library (this file
+// declares console):
+//   tsc --noEmit --strict --target es2017 --lib es2020 sandbox.d.ts src/index.ts
+// examples/hooks/typed/src/index.ts is the seed's example with these types. The runtime is
 // goja (ECMAScript 5.1 plus most of ES2015+), not Node.js: there is no
 // require, no process, no timers, no network. Every hook invocation gets
 // a fresh runtime: nothing survives between requests except what you put
 // in ctx.memory.chat. Each call has a time budget (hook_timeout), and
 // ctx.sandbox calls are capped in number and bytes.
-// This file is checked against the runtime by jsapi's TestDeclarations.
+// This file is checked against the runtime by jsapi's TestDeclarations and
+// TestDeclarationsMatchGoTypes, and with tsc by examples/hooks'
+// TestSandboxDeclarationsTypeCheck.
 
 /** One message of the conversation. */
 interface Message {

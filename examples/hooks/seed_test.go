@@ -27,10 +27,14 @@ import (
 	"github.com/agentbox/agentbox/middleware"
 )
 
-// seedHooks compiles coder/src/index.ts, the seed's examples.
-func seedHooks(t *testing.T) *jsapi.Hooks {
+// seedDirs are the seed's examples: as the seed wrote them, and with the
+// types of jsapi/sandbox.d.ts.
+var seedDirs = []string{"coder", "typed"}
+
+// seedHooks compiles dir/src/index.ts.
+func seedHooks(t *testing.T, dir string) *jsapi.Hooks {
 	t.Helper()
-	h, err := jsapi.Load("coder", jsapi.Options{Timeout: 30 * time.Second})
+	h, err := jsapi.Load(dir, jsapi.Options{Timeout: 30 * time.Second})
 	require.NoError(t, err)
 	require.True(t, h.HasCreate() && h.HasNext())
 	return h
@@ -58,7 +62,13 @@ func spec(chat string) executor.Spec {
 // message was sent and ended, the .env it wrote first is in the
 // workspace, and the container is gone.
 func TestSeedCreateRejectsWithoutNode(t *testing.T) {
-	h := seedHooks(t)
+	for _, dir := range seedDirs {
+		t.Run(dir, func(t *testing.T) { seedCreateRejectsWithoutNode(t, dir) })
+	}
+}
+
+func seedCreateRejectsWithoutNode(t *testing.T, dir string) {
+	h := seedHooks(t, dir)
 	img := testenv.RequireImage(t)
 	out, err := exec.Command("docker", "run", "--rm", "--network", "none", img, "sh", "-c", "command -v node || echo absent").Output()
 	require.NoError(t, err)
@@ -110,7 +120,13 @@ func TestSeedCreateRejectsWithoutNode(t *testing.T) {
 // ctx.memory.context, lists src/, tries git (absent from the image: logged
 // and skipped), removes tmp/ and keeps the default response.
 func TestSeedNextStoresResult(t *testing.T) {
-	h := seedHooks(t)
+	for _, dir := range seedDirs {
+		t.Run(dir, func(t *testing.T) { seedNextStoresResult(t, dir) })
+	}
+}
+
+func seedNextStoresResult(t *testing.T, dir string) {
+	h := seedHooks(t, dir)
 	e, _ := newExecutor(t)
 	ctx := context.Background()
 	sb, err := e.Create(ctx, spec("next"))
