@@ -99,12 +99,18 @@ func runDemo(ctx context.Context, g *Gateway, dataDir string, out io.Writer) err
 	return nil
 }
 
+// newClient is an OpenAI SDK client of the gateway at url for one user's
+// chat (X-Agentbox-User and X-Agentbox-Chat), with no retries.
+func newClient(url, user, chat string) sdk.Client {
+	return sdk.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
+		option.WithHeader("X-Agentbox-User", user), option.WithHeader("X-Agentbox-Chat", chat))
+}
+
 // demoRequest streams one chat completion for chat, calling on for every
 // text delta (text) and every agentbox extension object (ext), and returns
 // the accumulated result.
 func demoRequest(ctx context.Context, url, chat, prompt string, on func(ext extension, text string)) (*demoResult, error) {
-	client := sdk.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
-		option.WithHeader("X-Agentbox-User", demoUser), option.WithHeader("X-Agentbox-Chat", chat))
+	client := newClient(url, demoUser, chat)
 	stream := client.Chat.Completions.NewStreaming(ctx, sdk.ChatCompletionNewParams{
 		Model:         demoAssistant,
 		Messages:      []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage(prompt)},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -130,13 +131,7 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 	g.URL = "http://" + ln.Addr().String()
 	g.srv = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	go func() { g.done <- g.srv.Serve(ln) }()
-	ids := slices.Sorted(func(yield func(string) bool) {
-		for id := range g.Config.Assistants {
-			if !yield(id) {
-				return
-			}
-		}
-	})
+	ids := slices.Sorted(maps.Keys(g.Config.Assistants))
 	g.log.Info("gateway listening", "url", g.URL, "assistants", strings.Join(ids, ","), "data", o.DataDir)
 	return g, nil
 }
@@ -221,21 +216,20 @@ func (g *Gateway) Close() error {
 		var errs []error
 		// Stop accepting at once; the runs in flight are drained (and
 		// cancelled after the middleware's bound) by the Orchestrator.
-		shut := make(chan error, 1)
+		var shut chan error
 		if g.srv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), middleware.DefaultDrainTimeout+10*time.Second)
 			defer cancel()
+			shut = make(chan error, 1)
 			go func() { shut <- g.srv.Shutdown(ctx) }()
-		} else {
-			shut <- nil
 		}
 		if g.orch != nil {
 			errs = append(errs, g.orch.Close())
 		}
-		if err := <-shut; err != nil {
-			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-		}
-		if g.srv != nil {
+		if shut != nil {
+			if err := <-shut; err != nil {
+				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			}
 			if err := <-g.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errs = append(errs, fmt.Errorf("http: %w", err))
 			}

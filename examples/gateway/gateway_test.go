@@ -20,7 +20,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	sdk "github.com/openai/openai-go"
-	"github.com/openai/openai-go/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -66,11 +65,6 @@ func managedContainers(t *testing.T, data string) []string {
 	return strings.Fields(string(out))
 }
 
-func client(url, user, chat string) sdk.Client {
-	return sdk.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
-		option.WithHeader("X-Agentbox-User", user), option.WithHeader("X-Agentbox-Chat", chat))
-}
-
 // TestDemo runs the main job as `make demo` does: one streamed sandboxed
 // request whose agent writes a file, which is then on the host.
 func TestDemo(t *testing.T) {
@@ -102,7 +96,7 @@ func TestStreamedEqualsNonStreamed(t *testing.T) {
 	var chunks []sdk.ChatCompletionChunk
 	streamed, err := demoRequest(ctx, g.URL, "streamed", demoPrompt, func(extension, string) {})
 	require.NoError(t, err)
-	sc := client(g.URL, demoUser, "streamed-again")
+	sc := newClient(g.URL, demoUser, "streamed-again")
 	s := sc.Chat.Completions.NewStreaming(ctx, sdk.ChatCompletionNewParams{
 		Model: demoAssistant, Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage(demoPrompt)},
 		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
@@ -120,7 +114,7 @@ func TestStreamedEqualsNonStreamed(t *testing.T) {
 		assert.False(t, c.JSON.Usage.Valid() && c.Usage.TotalTokens > 0, "usage only in the final chunk")
 	}
 
-	pc := client(g.URL, demoUser, "plain")
+	pc := newClient(g.URL, demoUser, "plain")
 	plain, err := pc.Chat.Completions.New(ctx, sdk.ChatCompletionNewParams{
 		Model: demoAssistant, Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage(demoPrompt)},
 	})
@@ -147,7 +141,7 @@ func TestPlainAssistantPassesThrough(t *testing.T) {
 		sdk.AssistantMessage("4."),
 		sdk.UserMessage("And 3+3?"),
 	}
-	qc := client(g.URL, "alice", "qa-chat")
+	qc := newClient(g.URL, "alice", "qa-chat")
 	resp, err := qc.Chat.Completions.New(context.Background(), sdk.ChatCompletionNewParams{
 		Model: "qa", Messages: msgs, MaxTokens: sdk.Int(100), Temperature: sdk.Float(0.5),
 	})
@@ -344,7 +338,7 @@ func TestPlainAssistantOpenAIUpstream(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, g.Close()) })
 	assert.Nil(t, g.Model, "no scripted model: the key is set")
 
-	c := client(g.URL, "bob", "c1")
+	c := newClient(g.URL, "bob", "c1")
 	s := c.Chat.Completions.NewStreaming(context.Background(), sdk.ChatCompletionNewParams{
 		Model: "chat", Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage("hi")},
 		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
@@ -375,7 +369,7 @@ func TestPlainAssistantOpenAIUpstream(t *testing.T) {
 // handler answers for the requesting user and chat.
 func TestGatewayTool(t *testing.T) {
 	g, _ := startGateway(t)
-	c := client(g.URL, "carol", "tool-chat")
+	c := newClient(g.URL, "carol", "tool-chat")
 	resp, err := c.Chat.Completions.New(context.Background(), sdk.ChatCompletionNewParams{
 		Model: demoAssistant, Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage("Who am I?")},
 	})
