@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/textdist"
 )
 
 // Severity tells whether a Problem stops loading.
@@ -141,7 +143,7 @@ func suggest(word string, candidates []string) string {
 	}
 	best, bestDist := "", -1
 	for _, c := range candidates {
-		d := editDistance(strings.ToLower(word), strings.ToLower(c))
+		d := textdist.Levenshtein(strings.ToLower(word), strings.ToLower(c))
 		if bestDist < 0 || d < bestDist {
 			best, bestDist = c, d
 		}
@@ -151,26 +153,4 @@ func suggest(word string, candidates []string) string {
 		return ""
 	}
 	return fmt.Sprintf("did you mean %q?", best)
-}
-
-// editDistance is the Levenshtein distance between a and b in runes.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }

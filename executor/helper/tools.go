@@ -14,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox/agentbox/internal/textdist"
 )
 
 // ToolsCommand is the short name of the agent-facing tools CLI in images
@@ -264,7 +266,7 @@ func nearest(want string, tools []*mcp.Tool) string {
 	for _, t := range tools {
 		server, tool := splitToolName(t.Name)
 		for _, cand := range []string{t.Name, server + "/" + tool, tool} {
-			if d := editDistance(want, cand); d < bestD {
+			if d := textdist.Levenshtein(want, cand); d < bestD {
 				best, bestD = t.Name, d
 			}
 		}
@@ -277,32 +279,11 @@ func nearest(want string, tools []*mcp.Tool) string {
 func closest(want string, cands []string) string {
 	best, bestD := "", len(want)/3+1
 	for _, c := range cands {
-		if d := editDistance(want, c); d < bestD {
+		if d := textdist.Levenshtein(want, c); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // inputSchema is the part of a tool's input schema abx reads.
