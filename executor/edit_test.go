@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 func ptr(s string) *string { return &s }
@@ -463,9 +465,7 @@ func TestEditFile(t *testing.T) {
 }
 
 func TestEditFileKeepsOwner(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chown to another user needs root")
-	}
+	testenv.RequireRoot(t, "chown to another user")
 	ws, dir := newWorkspace(t, executor.WorkspaceOptions{UID: 1000, GID: 1000})
 	p := filepath.Join(dir, "f")
 	require.NoError(t, os.WriteFile(p, []byte("a\n"), 0o640))

@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 const canary = "CANARY: outside the workspace"
@@ -282,9 +284,7 @@ func TestEscapeSocketAndDevice(t *testing.T) {
 	require.ErrorIs(t, err, executor.ErrInvalid)
 	assert.Contains(t, err.Error(), "socket")
 
-	if os.Geteuid() != 0 {
-		t.Skip("mknod needs root")
-	}
+	testenv.RequireRoot(t, "mknod")
 	// A character device with /dev/zero's numbers: reading it would never end.
 	require.NoError(t, syscall.Mknod(filepath.Join(dir, "zero"), syscall.S_IFCHR|0o666, 1<<8|5))
 	_, err = ws.ReadFile(ctx, "zero")

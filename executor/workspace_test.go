@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // newWorkspace opens a Workspace on a fresh directory owned by the test.
@@ -102,9 +104,7 @@ func TestPrepareWorkspaceRefusesSymlinkedUserDir(t *testing.T) {
 }
 
 func TestPrepareWorkspaceChownsNewDirs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chown to another user needs root")
-	}
+	testenv.RequireRoot(t, "chown to another user")
 	data := t.TempDir()
 	dir, err := executor.PrepareWorkspace(data, "alice", "c1", 1000, 1001)
 	require.NoError(t, err)
@@ -172,9 +172,7 @@ func TestWorkspaceWriteKeepsMode(t *testing.T) {
 }
 
 func TestWorkspaceWriteOwnsNewFiles(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chown to another user needs root")
-	}
+	testenv.RequireRoot(t, "chown to another user")
 	ctx := context.Background()
 	ws, dir := newWorkspace(t, executor.WorkspaceOptions{UID: 1000, GID: 1000})
 	require.NoError(t, ws.WriteFile(ctx, "new/dir/f.txt", []byte("x")))

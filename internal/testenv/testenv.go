@@ -116,3 +116,12 @@ func RequireImage(t testing.TB) string {
 	}
 	return img
 }
+
+// RequireRoot skips (locally) or fails (CI) unless the test runs as root,
+// which chown to the sandbox user and mknod need; why names the need.
+func RequireRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		unavailable(t, "%s needs root (running as uid %d); run the tests as root, as .ci/run does", why, os.Geteuid())
+	}
+}
