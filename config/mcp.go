@@ -200,6 +200,9 @@ func decodeMCP(d *decoder, n *node, servers map[string]*MCPServer) []MCPUse {
 		case seen[id]:
 			d.errorf(idn, joinPath(p, "server_id"), "list each server once", "server %q is listed twice", id)
 			continue
+		case !validServerID(id):
+			d.errorf(idn, joinPath(p, "server_id"), "use the name of a file in mcps/: letters, digits, _ and - (no \"__\"), e.g. \"filesystem\"", "%q is not a valid MCP server id", id)
+			continue
 		case u.Server == nil:
 			hint := suggest(id, known)
 			if hint == "" {
