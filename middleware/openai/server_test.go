@@ -21,6 +21,8 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/openai"
+	sdk "github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -504,8 +506,38 @@ func TestHeartbeat(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		return &middleware.Response{Content: "ok"}, nil
 	}), func(o *openai.Options) { o.Heartbeat = 50 * time.Millisecond; o.Now = time.Now })
-	raw := post(t, srv, streamBody(false)).Body
-	assert.Contains(t, string(raw), "\n: keep-alive\n\n")
+	raw := string(post(t, srv, streamBody(false)).Body)
+	assert.Contains(t, raw, "\n: keep-alive\n")
+	assert.NotContains(t, raw, ": keep-alive\n\n", "a blank line after the comment ends an empty event, which openai-go fails on")
+}
+
+// TestHeartbeatGoSDK streams a run with silent stretches of several
+// heartbeats between its events through the official Go SDK, which failed
+// with "unexpected end of JSON input" on the old keep-alive.
+func TestHeartbeatGoSDK(t *testing.T) {
+	srv := serve(t, middleware.HandlerFunc(func(_ context.Context, _ *middleware.Request, emit middleware.Emit) (*middleware.Response, error) {
+		_ = emit(executor.Event{Kind: executor.EventSandbox, Text: "ready"})
+		for _, part := range []string{"one ", "two ", "three"} {
+			time.Sleep(250 * time.Millisecond)
+			if err := emit(executor.Event{Kind: executor.EventText, Text: part}); err != nil {
+				return nil, err
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+		return &middleware.Response{Content: "one two three"}, nil
+	}), func(o *openai.Options) { o.Heartbeat = 40 * time.Millisecond; o.Now = time.Now })
+	client := sdk.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithAPIKey("unused"))
+	stream := client.Chat.Completions.NewStreaming(context.Background(), sdk.ChatCompletionNewParams{
+		Model: "coder", Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage("hi")}, User: sdk.String("alice:1"),
+	})
+	var text strings.Builder
+	for stream.Next() {
+		if c := stream.Current(); len(c.Choices) > 0 {
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	require.NoError(t, stream.Err())
+	assert.Equal(t, "one two three", text.String())
 }
 
 func TestAuthenticate(t *testing.T) {

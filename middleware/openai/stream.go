@@ -182,8 +182,18 @@ func (st *stream) line(b []byte) error {
 	return st.rc.Flush()
 }
 
-// heartbeat writes an SSE comment when the stream was idle for d, so that
-// proxies do not close it while a container starts or a tool runs.
+// keepAlive is the heartbeat: one SSE comment line with no blank line
+// after it. A blank line ends an event, and parsers that dispatch on it
+// whatever the event holds (openai-go's ssestream, v1 and v3) hand their
+// caller an event with empty data, which fails as JSON. Without the blank
+// line the comment belongs to the next event, and every parser ignores
+// comment lines (openai-go, the openai npm package's SSEDecoder,
+// eventsource-parser under the Vercel AI SDK, curl).
+const keepAlive = ": keep-alive\n"
+
+// heartbeat writes keepAlive when the stream was idle for d, so that
+// proxies do not close it while a container starts or a tool runs. Events
+// are written whole under st.mu, so the comment never splits one.
 func (st *stream) heartbeat(d time.Duration) {
 	t := time.NewTicker(d)
 	defer t.Stop()
@@ -194,7 +204,7 @@ func (st *stream) heartbeat(d time.Duration) {
 		case <-t.C:
 			st.mu.Lock()
 			if st.failed == nil && st.s.now().Sub(st.lastSend) >= d {
-				if _, err := st.w.Write([]byte(": keep-alive\n\n")); err == nil {
+				if _, err := st.w.Write([]byte(keepAlive)); err == nil {
 					err = st.rc.Flush()
 					if err != nil {
 						st.failed = fmt.Errorf("openai: the client went away: %w", err)
