@@ -210,7 +210,8 @@ func heapSample() uint64 {
 // process-wide, so the watchdog re-baselines whenever the script enters or
 // leaves a Go callback (a long ctx.sandbox.Exec lets the rest of the
 // gateway allocate freely); what it catches is a script that allocates in
-// a loop (s += s, push) long before the machine runs out of memory. The
+// a loop (s += s, push) long before the machine runs out of memory.
+// Growth counts from the lowest heap seen, not from the first sample. The
 // returned function stops the watchdog.
 func (inv *invocation) watchHeap(limit uint64) (stop func()) {
 	done := make(chan struct{})
@@ -229,6 +230,12 @@ func (inv *invocation) watchHeap(limit uint64) (stop func()) {
 				base, epoch = now, e
 				continue
 			}
+			// The baseline follows the heap down: an invocation that
+			// starts while an earlier one's garbage is still counted
+			// (hundreds of MiB after a hostile hook) would otherwise
+			// measure its growth from a peak the collector then
+			// sweeps away, and never reach the limit.
+			base = min(base, now)
 			if now > base && now-base > limit {
 				inv.rt.Interrupt(fmt.Errorf("%s hook allocated more than %d MiB (max_hook_memory); keep large data in workspace files, not in script memory: %w",
 					inv.hook, limit>>20, ErrHeapLimit))
