@@ -28,6 +28,10 @@ var ErrRunaway = errors.New("jsapi: too many runaway hook invocations")
 // ErrStackOverflow marks a hook that recursed past MaxCallStackSize.
 var ErrStackOverflow = errors.New("jsapi: maximum call stack size exceeded")
 
+// ErrPromisePending is the error of an async hook whose Promise was still
+// pending after every job that could settle it had run.
+var ErrPromisePending = errors.New("jsapi: the hook's promise never settled")
+
 // abandonGrace is how long past its budget a hook may take to stop before
 // the caller stops waiting for it.
 const abandonGrace = 50 * time.Millisecond

@@ -205,6 +205,9 @@ func (inv *invocation) call(args func(*invocation) ([]goja.Value, error), result
 	if err != nil {
 		return inv.thrown(err)
 	}
+	if v, err = inv.settled(v); err != nil {
+		return err
+	}
 	if err := result(inv, v); err != nil {
 		var he *hooks.HookError
 		if errors.As(err, &he) {
@@ -213,6 +216,53 @@ func (inv *invocation) call(args func(*invocation) ([]goja.Value, error), result
 		return &hooks.HookError{Hook: hook, Message: err.Error(), Err: err}
 	}
 	return nil
+}
+
+// settled returns what an async hook's Promise resolved to, or the hook's
+// error when it rejected, as a throw would; any other value is returned as
+// it is. goja runs the job queue before the hook's call returns, under the
+// same budget and interrupt as the call itself, so every continuation that
+// can run has run: awaits of ctx.sandbox calls (synchronous Go) and of
+// other promises. A Promise still pending then can never settle, since a
+// hook has no timers or I/O events.
+func (inv *invocation) settled(v goja.Value) (goja.Value, error) {
+	obj, ok := v.(*goja.Object)
+	// ExportType reads no property, so a hostile object runs no code here.
+	if !ok || obj.ExportType() != reflect.TypeFor[*goja.Promise]() {
+		return v, nil
+	}
+	p, _ := obj.Export().(*goja.Promise)
+	switch p.State() {
+	case goja.PromiseStateFulfilled:
+		return p.Result(), nil
+	case goja.PromiseStateRejected:
+		return nil, inv.rejected(p.Result())
+	}
+	return nil, &hooks.HookError{Hook: inv.hook, Err: ErrPromisePending, Message: fmt.Sprintf(
+		"%s returned a Promise that never settled: a hook has no timers or I/O events, so await only ctx.sandbox calls and promises that resolve at once: %v",
+		inv.hook, ErrPromisePending)}
+}
+
+// rejected is the *hooks.HookError of a rejected async hook, described as
+// thrown would describe the same value thrown.
+func (inv *invocation) rejected(reason goja.Value) (out error) {
+	defer func() {
+		if x := recover(); x != nil {
+			out = &hooks.HookError{Hook: inv.hook, Err: context.Cause(inv.ctx),
+				Message: "rejected with a value that could not be inspected within the budget; reject with new Error(\"...\") instead"}
+		}
+	}()
+	if inv.ctx.Err() != nil {
+		inv.rt.Interrupt(context.Cause(inv.ctx))
+	}
+	he := &hooks.HookError{Hook: inv.hook}
+	if obj, ok := reason.(*goja.Object); ok && inv.goErrs[obj] != nil {
+		he.Err = inv.goErrs[obj]
+		he.Message = he.Err.Error()
+		return he
+	}
+	he.Message = inv.describe(reason)
+	return he
 }
 
 // abandon cuts an invocation off from the request: later UI messages and

@@ -5,6 +5,13 @@
 //   function Create(ctx: Ctx, messages: Message[], options: Options): CreateResult { ... }
 //   function Next(ctx: Ctx, payload: NextPayload, options: Options): NextResult { ... }
 //
+// A hook may be async (or return a Promise): `async function Create(...):
+// Promise<CreateResult>`. Its Promise is awaited within the same budget;
+// a rejection counts as a throw (Create rejects the request). Only
+// ctx.sandbox calls and promises that resolve at once can be awaited:
+// there are no timers or I/O events, so a Promise still pending when
+// nothing is left to run is an error.
+//
 // agentbox compiles TypeScript with esbuild, which strips types without
 // checking them; check them yourself, without the DOM library (this file
 // declares console):
