@@ -51,8 +51,14 @@ func (r *run) agent(ctx context.Context, runner executor.Runner, messages []exec
 
 	comp, exit, stderr, perr := r.execParse(ctx, runner, inv)
 	if perr != nil {
-		r.log.Warn("the agent failed", "error", perr, "exit_code", exit.res.ExitCode, "exec_error", exit.err, "stderr", stderr)
-		return nil, r.failure(ctx, perr, r.agentError(perr, exit))
+		fail := r.failure(ctx, perr, r.agentError(perr, exit))
+		if fail.Kind != KindCanceled {
+			// The outcome line has the error; this one adds what only
+			// the agent phase knows. A cancel needs neither: the
+			// CLI's cut-off output is its consequence, not a fault.
+			r.log.Warn("the agent failed", "error", perr, "exit_code", exit.res.ExitCode, "exec_error", exit.err, "stderr", stderr)
+		}
+		return nil, fail
 	}
 	if exit.err != nil || exit.res.ExitCode != 0 {
 		r.log.Debug("the agent exited after its result", "exit_code", exit.res.ExitCode, "exec_error", exit.err)

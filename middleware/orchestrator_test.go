@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/internal/jsonl"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/internal/scripted"
 	"github.com/hashicorp/go-hclog"
@@ -146,7 +148,10 @@ func TestTeardownOnClientDisconnect(t *testing.T) {
 		"emit fails":       func(context.CancelFunc) error { return errors.New("write: broken pipe") },
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
+			var logs testenv.SyncBuffer
+			e := newEnv(t, func(_ *env, o *middleware.Options) {
+				o.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})
+			})
 			s := scripted.Text(executor.Usage{}, "partial", "never sent")
 			s.Lines = s.Lines[:1]
 			s.Block = true
@@ -165,6 +170,16 @@ func TestTeardownOnClientDisconnect(t *testing.T) {
 			assert.Nil(t, resp)
 			assert.Equal(t, middleware.KindCanceled, middleware.KindOf(err), "%v", err)
 			assert.Less(t, time.Since(start), 5*time.Second, "the blocked agent was stopped")
+			if name == "emit fails" {
+				assert.Equal(t, 1, strings.Count(err.Error(), "broken pipe"), "the error chain never repeats itself: %v", err)
+			}
+			// One line for the outcome, at INFO, with the phase it
+			// reached; no WARN about an agent that merely lost its client.
+			out := logs.String()
+			assert.NotContains(t, out, "[WARN]", out)
+			assert.NotContains(t, out, "[ERROR]", out)
+			assert.Equal(t, 1, strings.Count(out, "sandboxed request"), out)
+			assert.Regexp(t, `\[INFO\]  sandboxed request canceled: .* phase=agent `, out)
 
 			sbs := e.ex.Sandboxes()
 			require.Len(t, sbs, 1)

@@ -36,6 +36,8 @@ type run struct {
 	route ModelRoute
 	tools *mcphost.Session
 	hc    *hooks.Context
+	// phase is the last phase the request entered, for its outcome line.
+	phase string
 
 	emitMu   sync.Mutex
 	emit     Emit
@@ -104,11 +106,13 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 		r.logDone(err)
 	}()
 
+	r.phase = "lease"
 	release, err := r.lease(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
+	r.phase = "container_start"
 	err = r.start(ctx)
 	if r.sb != nil {
 		defer r.teardown(ctx)
@@ -116,13 +120,16 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	if err != nil {
 		return nil, err
 	}
+	r.phase = "workspace"
 	if err := r.workspace(ctx); err != nil {
 		return nil, err
 	}
+	r.phase = "create_hook"
 	messages, err := r.createHook(ctx)
 	if err != nil {
 		return nil, err
 	}
+	r.phase = "agent"
 	comp, runErr := r.agent(ctx, runner, messages)
 	return r.finish(ctx, comp, runErr)
 }
@@ -170,7 +177,13 @@ func (r *run) failure(ctx context.Context, err error, fallback *Error) *Error {
 	r.emitMu.Unlock()
 	switch {
 	case gone != nil:
-		return Errorf(KindCanceled, errors.Join(gone, err), "the client went away")
+		// err often wraps the emit failure already (the parser stopped on
+		// it); joining it again would print the chain twice.
+		cause := err
+		if cause == nil || !errors.Is(cause, errors.Unwrap(gone)) {
+			cause = errors.Join(gone, err)
+		}
+		return Errorf(KindCanceled, cause, "the client went away")
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errRunTimeout):
 		return Errorf(KindTimeout, err, "the request passed the assistant's sandbox timeout of %v; raise sandbox.timeout or ask for less", r.a.Sandbox.Spec.Timeout)
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errDraining):
@@ -355,6 +368,7 @@ func (r *run) finish(ctx context.Context, comp *executor.Completion, runErr erro
 	}
 	final := comp
 	if r.a.Hooks != nil && r.a.Hooks.HasNext() && ctx.Err() == nil {
+		r.phase = "next_hook"
 		t0 := time.Now()
 		final, runErr = hooks.RunNext(ctx, r.a.Hooks, r.hc, comp, runErr)
 		r.t.NextHook = time.Since(t0)
@@ -378,13 +392,19 @@ func (r *run) finish(ctx context.Context, comp *executor.Completion, runErr erro
 	return resp, nil
 }
 
-// logDone logs the request's outcome and timings.
+// logDone logs the request's outcome, the phase it reached and its
+// timings: one line per request. A canceled request is an outcome, not a
+// fault: it logs at INFO like the rest, and the phases do not log it again.
 func (r *run) logDone(err error) {
-	args := []any{"lease", r.t.Lease, "container_start", r.t.ContainerStart, "workspace", r.t.Workspace,
+	args := []any{"phase", r.phase, "lease", r.t.Lease, "container_start", r.t.ContainerStart, "workspace", r.t.Workspace,
 		"create_hook", r.t.CreateHook, "agent", r.t.Agent, "next_hook", r.t.NextHook, "teardown", r.t.Teardown, "total", r.t.Total}
 	if err != nil {
 		e := AsError(err)
-		r.log.Info("sandboxed request failed", append(args, "kind", e.Kind, "error", err)...)
+		msg := "sandboxed request failed"
+		if e.Kind == KindCanceled {
+			msg = "sandboxed request canceled"
+		}
+		r.log.Info(msg, append(args, "kind", e.Kind, "error", err)...)
 		return
 	}
 	r.log.Info("sandboxed request done", args...)
