@@ -316,7 +316,15 @@ func TestHostileHugeAllocation(t *testing.T) {
 			// before the time budget; a budget of 2 s keeps a loaded
 			// machine (-race, the whole suite on 2 cores) from letting
 			// the timer win the race, and want names the guard that acted.
-			hostileWith(t, hostileRun{opts: jsapi.Options{Timeout: 4 * hostileBudget, MaxHeapGrowth: tc.heap}, wantErr: tc.want},
+			// The heap watchdog's cases allocate in a script loop,
+			// which -race slows to tens of MiB a second: their budget
+			// is only the backstop (want names the watchdog), so it
+			// is long enough for the loop to reach the limit.
+			budget := 4 * hostileBudget
+			if tc.heap != 0 {
+				budget = 20 * hostileBudget
+			}
+			hostileWith(t, hostileRun{opts: jsapi.Options{Timeout: budget, MaxHeapGrowth: tc.heap}, wantErr: tc.want},
 				"function Create() { "+tc.body+" }")
 			runtime.GC()
 			var after runtime.MemStats
