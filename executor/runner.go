@@ -77,7 +77,7 @@ const (
 	EventToolResult EventKind = "tool_result" // a tool answered: ToolResult
 	EventRetry      EventKind = "retry"       // the CLI retries an API call: Text
 	EventUI         EventKind = "ui"          // hook UI message: UI
-	EventSandbox    EventKind = "sandbox"     // sandbox lifecycle: Text (phase)
+	EventSandbox    EventKind = "sandbox"     // sandbox lifecycle: Text (phase), Queue while "queued"
 )
 
 // Event is one thing that happened during a request, in order.
@@ -88,6 +88,16 @@ type Event struct {
 	Tool       *ToolUse    `json:"tool,omitempty"`
 	ToolResult *ToolResult `json:"tool_result,omitempty"`
 	UI         *UIMessage  `json:"ui,omitempty"`
+	Queue      *QueueInfo  `json:"queue,omitempty"`
+}
+
+// QueueInfo is a waiting request's place in the gateway's queue for a
+// sandbox.
+type QueueInfo struct {
+	// Position is 1 for the request that runs next.
+	Position int `json:"position"`
+	// WaitedMS is the time since the request arrived, in milliseconds.
+	WaitedMS int64 `json:"waited_ms"`
 }
 
 // InitInfo is what the CLI reports when it starts.

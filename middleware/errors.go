@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentbox/agentbox/executor"
 )
@@ -29,6 +30,10 @@ const (
 	KindBusy Kind = "busy"
 	// KindUnavailable: the middleware is shutting down; nothing ran.
 	KindUnavailable Kind = "unavailable"
+	// KindOverloaded: the gateway is at its sandbox capacity (the queue is
+	// full or the wait passed Admission.MaxWait); nothing ran, and
+	// Error.RetryAfter says when to send the request again.
+	KindOverloaded Kind = "overloaded"
 	// KindSandboxStart: the sandbox could not be created or started.
 	KindSandboxStart Kind = "sandbox_start"
 	// KindHookRejected: the assistant's Create hook refused the request.
@@ -45,7 +50,7 @@ const (
 // retrySafe lists the kinds after which nothing ran that a retry would
 // repeat (no container started, no agent ran), so a client may send the
 // same request again.
-var retrySafe = map[Kind]bool{KindBusy: true, KindUnavailable: true}
+var retrySafe = map[Kind]bool{KindBusy: true, KindUnavailable: true, KindOverloaded: true}
 
 // Error is a failed request. Message is fit for the client and says what to
 // do next; Err is the cause, for logs (it may name hosts, paths and
@@ -61,6 +66,9 @@ type Error struct {
 	// ran. Sandbox, agent and timeout failures are never retry-safe, so
 	// clients do not re-run expensive jobs.
 	Retry bool
+	// RetryAfter, when positive, is how long the client should wait before
+	// it sends the request again (adapters send it as Retry-After).
+	RetryAfter time.Duration
 	// Err is the cause, or nil.
 	Err error
 }

@@ -69,8 +69,12 @@ type Response struct {
 type Timings struct {
 	// Lease is the wait for the chat's lease (one run per chat at a time).
 	Lease time.Duration
-	// ContainerStart is executor.Executor.Create: workspace directory,
-	// container create and start, readiness.
+	// Queue is the wait for a run slot of the admission control (see
+	// Admission).
+	Queue time.Duration
+	// ContainerStart is executor.Executor.Create: the wait for a start slot
+	// (Admission.MaxStarts), workspace directory, container create and
+	// start, readiness.
 	ContainerStart time.Duration
 	// Workspace is placing the assistant's files (skills, MCP config) in
 	// the workspace.

@@ -57,6 +57,10 @@ type Options struct {
 	// ExitGrace is how long the agent CLI may take to exit after its final
 	// result line before it is killed (default DefaultExitGrace).
 	ExitGrace time.Duration
+	// Admission bounds the sandboxed requests in flight and queues the
+	// rest fairly across users (the zero value derives its bounds from
+	// this machine; see Admission).
+	Admission Admission
 }
 
 // Orchestrator answers requests for sandboxed assistants: its Wrap is the
@@ -70,6 +74,7 @@ type Orchestrator struct {
 	models  ModelRouter
 	memory  *hooks.ChatMemory
 	leases  *leases
+	adm     *admission // nil: admission control is off
 
 	// cleanups undo what provisioning did, in reverse order.
 	cleanups []func() error
@@ -138,6 +143,9 @@ func (o *Orchestrator) configure() error {
 	o.log = o.opts.Logger
 	if o.log == nil {
 		o.log = hclog.NewNullLogger()
+	}
+	if !o.opts.Admission.Off {
+		o.adm = newAdmission(o.opts.Admission)
 	}
 	o.memory = o.opts.ChatMemory
 	if o.memory == nil {
@@ -252,6 +260,15 @@ func (o *Orchestrator) Close() error {
 		o.closeErr = errors.Join(errs...)
 	})
 	return o.closeErr
+}
+
+// Admission returns a snapshot of the admission control (zero when it is
+// off).
+func (o *Orchestrator) Admission() AdmissionStats {
+	if o.adm == nil {
+		return AdmissionStats{}
+	}
+	return o.adm.stats()
 }
 
 // waitTimeout waits for wg up to d and reports whether it finished.

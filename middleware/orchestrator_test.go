@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -532,4 +533,64 @@ func TestAgentIgnoringCancellationDoesNotHoldTheRequest(t *testing.T) {
 	assert.Equal(t, middleware.KindAgent, middleware.KindOf(err), "%v", err)
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.True(t, e.ex.Sandboxes()[0].Closed())
+}
+
+func TestAdmissionQueuesThenOverloads(t *testing.T) {
+	e := newEnv(t, withOptions(func(o *middleware.Options) {
+		o.Admission = middleware.Admission{MaxRuns: 1, MaxQueue: 1, MaxMemoryBytes: -1}
+	}))
+	s := scripted.Text(executor.Usage{}, "first")
+	s.Block = true
+	e.setScript(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	var once sync.Once
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := e.h.Handle(ctx, request("1"), func(ev executor.Event) error {
+			if ev.Kind == executor.EventText {
+				once.Do(func() { close(started) })
+			}
+			return nil
+		})
+		firstDone <- err
+	}()
+	<-started
+
+	second := request("2")
+	second.UserID = "bob"
+	var c collector
+	secondDone := make(chan error, 1)
+	var secondResp *middleware.Response
+	go func() {
+		var err error
+		secondResp, err = e.h.Handle(context.Background(), second, c.emit)
+		secondDone <- err
+	}()
+	require.Eventually(t, func() bool { return e.o.Admission().Waiting == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(c.get()) > 0 }, 10*time.Second, time.Millisecond)
+	ev := c.get()[0]
+	assert.Equal(t, executor.EventSandbox, ev.Kind)
+	assert.Equal(t, middleware.SandboxQueued, ev.Text)
+	require.NotNil(t, ev.Queue)
+	assert.Equal(t, 1, ev.Queue.Position)
+
+	creates := len(slices.DeleteFunc(e.tr.get(), func(s string) bool { return s != "create" }))
+	third := request("3")
+	third.UserID = "carol"
+	_, err := e.h.Handle(context.Background(), third, nil)
+	assert.Equal(t, middleware.KindOverloaded, middleware.KindOf(err), "%v", err)
+	assert.True(t, middleware.AsError(err).Retry)
+	assert.Positive(t, middleware.AsError(err).RetryAfter)
+	assert.Equal(t, creates, len(slices.DeleteFunc(e.tr.get(), func(s string) bool { return s != "create" })),
+		"an overloaded request starts no sandbox")
+
+	e.setScript(scripted.Text(executor.Usage{}, "second"))
+	cancel()
+	assert.Equal(t, middleware.KindCanceled, middleware.KindOf(<-firstDone))
+	require.NoError(t, <-secondDone)
+	assert.Equal(t, "second", secondResp.Content)
+	assert.Positive(t, secondResp.Timings.Queue, "the queue wait is measured")
+	assert.Equal(t, middleware.AdmissionStats{}, e.o.Admission(), "every slot is back")
 }

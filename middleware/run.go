@@ -18,6 +18,10 @@ import (
 
 // Texts of the EventSandbox events the middleware emits.
 const (
+	// SandboxQueued: the request waits for a run slot; the event's Queue
+	// says where it stands. Sent when it starts to wait and when its
+	// position changes, at most once a second.
+	SandboxQueued = "queued"
 	// SandboxReady: the container is up (after the lease and Create).
 	SandboxReady = "ready"
 	// SandboxClosed: the container is removed (emitted only while the
@@ -106,12 +110,21 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 		r.logDone(err)
 	}()
 
+	// The queue's deadline counts from arrival: the lease wait is part of
+	// the wait, not on top of it.
+	deadline := start.Add(o.opts.Admission.withDefaults().MaxWait)
 	r.phase = "lease"
-	release, err := r.lease(ctx)
+	release, err := r.lease(ctx, deadline)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
+	r.phase = "queue"
+	free, err := r.admit(ctx, deadline)
+	if err != nil {
+		return nil, err
+	}
+	defer free() // after the teardown below: the slot covers the container
 	r.phase = "container_start"
 	err = r.start(ctx)
 	if r.sb != nil {
@@ -194,10 +207,15 @@ func (r *run) failure(ctx context.Context, err error, fallback *Error) *Error {
 	return fallback
 }
 
-// lease takes the chat's lease, waiting up to the sandbox's LeaseWait.
-func (r *run) lease(ctx context.Context) (func(), error) {
+// lease takes the chat's lease, waiting up to the sandbox's LeaseWait and
+// no later than the admission deadline.
+func (r *run) lease(ctx context.Context, deadline time.Time) (func(), error) {
 	t0 := time.Now()
-	release, ok, err := r.o.leases.acquire(ctx, chatID{r.req.UserID, r.req.ChatID}, r.a.Sandbox.Spec.LeaseWait)
+	wait := r.a.Sandbox.Spec.LeaseWait
+	if r.o.adm != nil {
+		wait = min(wait, time.Until(deadline))
+	}
+	release, ok, err := r.o.leases.acquire(ctx, chatID{r.req.UserID, r.req.ChatID}, wait)
 	r.t.Lease = time.Since(t0)
 	switch {
 	case err != nil:
@@ -208,12 +226,47 @@ func (r *run) lease(ctx context.Context) (func(), error) {
 	return release, nil
 }
 
+// admit waits for a run slot of the admission control until deadline,
+// telling a streaming client where it stands. The returned function frees
+// the slot.
+func (r *run) admit(ctx context.Context, deadline time.Time) (func(), error) {
+	q := r.o.adm
+	if q == nil {
+		return func() {}, nil
+	}
+	t0 := time.Now()
+	free, err := q.acquire(ctx, r.req.UserID, r.a.Sandbox.Spec.MemoryBytes, deadline, func(qi executor.QueueInfo) error {
+		return r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxQueued, Queue: &qi})
+	})
+	r.t.Queue = time.Since(t0)
+	if err != nil {
+		if KindOf(err) == KindOverloaded {
+			return nil, err
+		}
+		return nil, r.failure(ctx, err, AsError(err))
+	}
+	return free, nil
+}
+
+// create is executor.Executor.Create within a start slot of the admission
+// control.
+func (r *run) create(ctx context.Context, spec executor.Spec) (executor.Sandbox, error) {
+	if q := r.o.adm; q != nil {
+		done, err := q.startSlot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+	}
+	return r.o.exec.Create(ctx, spec)
+}
+
 // start creates the sandbox and opens the model route.
 func (r *run) start(ctx context.Context) error {
 	spec := r.a.Sandbox.Spec
 	spec.UserID, spec.ChatID, spec.AssistantID = r.req.UserID, r.req.ChatID, r.a.ID
 	t0 := time.Now()
-	sb, err := r.o.exec.Create(ctx, spec)
+	sb, err := r.create(ctx, spec)
 	r.t.ContainerStart = time.Since(t0)
 	if err != nil {
 		switch {
@@ -396,7 +449,7 @@ func (r *run) finish(ctx context.Context, comp *executor.Completion, runErr erro
 // timings: one line per request. A canceled request is an outcome, not a
 // fault: it logs at INFO like the rest, and the phases do not log it again.
 func (r *run) logDone(err error) {
-	args := []any{"phase", r.phase, "lease", r.t.Lease, "container_start", r.t.ContainerStart, "workspace", r.t.Workspace,
+	args := []any{"phase", r.phase, "lease", r.t.Lease, "queue", r.t.Queue, "container_start", r.t.ContainerStart, "workspace", r.t.Workspace,
 		"create_hook", r.t.CreateHook, "agent", r.t.Agent, "next_hook", r.t.NextHook, "teardown", r.t.Teardown, "total", r.t.Total}
 	if err != nil {
 		e := AsError(err)

@@ -51,6 +51,9 @@ type Options struct {
 	Logger hclog.Logger
 	// LookupEnv reads the environment (os.LookupEnv when nil).
 	LookupEnv func(string) (string, bool)
+	// Admission bounds the sandboxes at once and queues the rest (the zero
+	// value derives the bounds from this machine).
+	Admission middleware.Admission
 }
 
 // Gateway is the running example gateway: the OpenAI-compatible adapter
@@ -114,7 +117,8 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		NewModelRouter: func(_ context.Context, log hclog.Logger) (middleware.ModelRouter, error) {
 			return middleware.NewProxyRouter(middleware.ProxyRouterOptions{Logger: log.Named("model")}), nil
 		},
-		Logger: g.log.Named("agentbox"),
+		Logger:    g.log.Named("agentbox"),
+		Admission: o.Admission,
 	})
 	if err != nil {
 		return g, err

@@ -52,6 +52,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.DataDir, "data", defaultDataDir(), "directory for the chats' workspaces")
 	fs.StringVar(&o.HelperBinary, "helper", "", "helper binary to bind-mount into sandboxes (default: the image's own)")
 	fs.StringVar(&o.Offline, "offline", "auto", "scripted model server for connectors: auto (when their key is unset), always, never")
+	fs.IntVar(&o.Admission.MaxRuns, "max-sandboxes", 0, "sandboxed requests in flight at once (0: four per core)")
+	fs.IntVar(&o.Admission.MaxRunsPerUser, "max-sandboxes-per-user", 0, "one user's sandboxed requests in flight (0: half of -max-sandboxes)")
+	fs.IntVar(&o.Admission.MaxQueue, "max-queue", 0, "requests waiting for a sandbox before the gateway answers 429 (0: 100)")
+	fs.DurationVar(&o.Admission.MaxWait, "max-queue-wait", 0, "longest wait for a sandbox, the chat's lease included, before 429 (0: 2m)")
+	fs.BoolVar(&o.Admission.Off, "no-admission", false, "turn admission control off: every request starts its sandbox at once")
 	demo := fs.Bool("demo", false, "start on a free port, send one sandboxed chat request, print the answer and the file, exit")
 	level := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {

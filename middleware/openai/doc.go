@@ -47,8 +47,10 @@
 //
 // "agentbox" holds the fields of an executor.Event: "kind" (init,
 // thinking, tool_use, tool_result, retry, ui, sandbox), "text" (thinking
-// and retry text; for sandbox, the lifecycle step: "ready" when the
-// container is up, "closed" when it is removed), "init", "tool",
+// and retry text; for sandbox, the lifecycle step: "queued" while the
+// request waits for a sandbox, "ready" when the container is up,
+// "closed" when it is removed), "queue" (with "queued": "position", 1
+// for the next to run, and "waited_ms"), "init", "tool",
 // "tool_result", "ui" (hook UI messages: {"id", "action": send | replace |
 // end, "type", "props"}). Two kinds are the adapter's own: "reset"
 // (discard the content streamed so far; the content that follows replaces
@@ -81,6 +83,7 @@
 //	bad_request     400     invalid_request_error  invalid_request (413 request_too_large for the body cap)
 //	not_found       404     invalid_request_error  model_not_found (param "model")
 //	busy            409     conflict_error         chat_busy (x-should-retry: true)
+//	overloaded      429     rate_limit_error       sandbox_capacity (x-should-retry: true, Retry-After, retry-after-ms)
 //	hook_rejected   422     invalid_request_error  rejected_by_hook
 //	config          500     server_error           assistant_misconfigured
 //	sandbox_start   500     server_error           sandbox_start_failed
@@ -91,7 +94,14 @@
 //	canceled        499     server_error           client_closed_request (nobody reads it)
 //
 // Busy is 409, not 429: the chat's workspace is held by another request
-// (a conflict on a resource), not a rate limit on the client.
+// (a conflict on a resource), not a rate limit on the client. Overloaded
+// is 429: the gateway's sandbox queue is full (or the request waited
+// past middleware.Admission.MaxWait); nothing ran, and both SDKs retry it
+// by themselves after Retry-After. While a request waits in the queue, a
+// streamed request gets sandbox events {"kind": "sandbox", "text":
+// "queued", "queue": {"position": 3, "waited_ms": 1200}} as its position
+// changes (at most one a second); a wait that ends in overloaded then
+// arrives as an error event.
 //
 // A streamed request that fails before its first event gets the status
 // above; once the stream started (the sandbox "ready" event is usually

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/agentbox/agentbox/middleware"
 )
@@ -25,6 +26,7 @@ var statuses = map[middleware.Kind]status{
 	middleware.KindInternal:     {http.StatusInternalServerError, "server_error", "internal_error"},
 	middleware.KindAgent:        {http.StatusBadGateway, "server_error", "agent_failed"},
 	middleware.KindUnavailable:  {http.StatusServiceUnavailable, "server_error", "unavailable"},
+	middleware.KindOverloaded:   {http.StatusTooManyRequests, "rate_limit_error", "sandbox_capacity"},
 	middleware.KindTimeout:      {http.StatusGatewayTimeout, "server_error", "agent_timeout"},
 	// 499 is nginx's "client closed request": the client is gone and
 	// never reads it; it shows in access logs.
@@ -57,6 +59,12 @@ func writeError(w http.ResponseWriter, e *middleware.Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("x-should-retry", strconv.FormatBool(e.Retry))
+	if e.RetryAfter > 0 {
+		// Retry-After has whole seconds; the SDKs (openai-go, openai-node)
+		// prefer retry-after-ms when it is there.
+		h.Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+		h.Set("retry-after-ms", strconv.FormatInt(e.RetryAfter.Milliseconds(), 10))
+	}
 	w.WriteHeader(s.code)
 	_ = json.NewEncoder(w).Encode(bodyOf(e))
 }

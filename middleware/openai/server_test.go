@@ -114,6 +114,7 @@ func TestStatusOfEachKind(t *testing.T) {
 		"bad request":   {middleware.KindBadRequest, 400, "invalid_request_error", "invalid_request", "false"},
 		"not found":     {middleware.KindNotFound, 404, "invalid_request_error", "model_not_found", "false"},
 		"busy":          {middleware.KindBusy, 409, "conflict_error", "chat_busy", "true"},
+		"overloaded":    {middleware.KindOverloaded, 429, "rate_limit_error", "sandbox_capacity", "true"},
 		"hook rejected": {middleware.KindHookRejected, 422, "invalid_request_error", "rejected_by_hook", "false"},
 		"config":        {middleware.KindConfig, 500, "server_error", "assistant_misconfigured", "false"},
 		"sandbox start": {middleware.KindSandboxStart, 500, "server_error", "sandbox_start_failed", "false"},
@@ -139,9 +140,21 @@ func TestStatusOfEachKind(t *testing.T) {
 				assert.Equal(t, tc.errType, e.Error.Type)
 				require.NotNil(t, e.Error.Code)
 				assert.Equal(t, tc.code, *e.Error.Code)
+				assert.Empty(t, resp.Header.Get("Retry-After"), "no Retry-After without an estimate")
 			})
 		}
 	}
+}
+
+func TestOverloadedSaysWhenToRetry(t *testing.T) {
+	e := middleware.Errorf(middleware.KindOverloaded, nil, "the gateway is at its sandbox capacity")
+	e.RetryAfter = 2500 * time.Millisecond
+	srv := serve(t, scriptedHandler(nil, nil, e))
+	resp := post(t, srv, body)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, "true", resp.Header.Get("x-should-retry"))
+	assert.Equal(t, "3", resp.Header.Get("Retry-After"), "whole seconds, rounded up")
+	assert.Equal(t, "2500", resp.Header.Get("retry-after-ms"))
 }
 
 func TestNonStreamedCompletion(t *testing.T) {

@@ -120,6 +120,7 @@ type extension struct {
 	Tool       *executor.ToolUse    `json:"tool,omitempty"`
 	ToolResult *executor.ToolResult `json:"tool_result,omitempty"`
 	UI         *executor.UIMessage  `json:"ui,omitempty"`
+	Queue      *executor.QueueInfo  `json:"queue,omitempty"`
 	Truncated  bool                 `json:"truncated,omitempty"`
 	Timings    *timings             `json:"timings,omitempty"`
 	Usage      *executor.Usage      `json:"usage,omitempty"`
@@ -136,12 +137,13 @@ const (
 )
 
 func extensionOf(ev executor.Event) *extension {
-	return &extension{Kind: string(ev.Kind), Text: ev.Text, Init: ev.Init, Tool: ev.Tool, ToolResult: ev.ToolResult, UI: ev.UI}
+	return &extension{Kind: string(ev.Kind), Text: ev.Text, Init: ev.Init, Tool: ev.Tool, ToolResult: ev.ToolResult, UI: ev.UI, Queue: ev.Queue}
 }
 
 // timings are middleware.Timings in milliseconds.
 type timings struct {
 	Lease          float64 `json:"lease_ms"`
+	Queue          float64 `json:"queue_ms"`
 	ContainerStart float64 `json:"container_start_ms"`
 	Workspace      float64 `json:"workspace_ms"`
 	CreateHook     float64 `json:"create_hook_ms"`
@@ -161,7 +163,7 @@ func doneExtension(resp *middleware.Response) *extension {
 	}
 	t := resp.Timings
 	ext := &extension{Kind: kindDone, Timings: &timings{
-		Lease: ms(t.Lease), ContainerStart: ms(t.ContainerStart), Workspace: ms(t.Workspace),
+		Lease: ms(t.Lease), Queue: ms(t.Queue), ContainerStart: ms(t.ContainerStart), Workspace: ms(t.Workspace),
 		CreateHook: ms(t.CreateHook), Agent: ms(t.Agent), NextHook: ms(t.NextHook),
 		Teardown: ms(t.Teardown), Total: ms(t.Total),
 	}}
