@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/internal/jsonl"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -593,4 +596,102 @@ func TestAdmissionQueuesThenOverloads(t *testing.T) {
 	assert.Equal(t, "second", secondResp.Content)
 	assert.Positive(t, secondResp.Timings.Queue, "the queue wait is measured")
 	assert.Equal(t, middleware.AdmissionStats{}, e.o.Admission(), "every slot is back")
+}
+
+// gatedEnv is an env whose agents each wait for a token on gate before
+// they answer "ok", and which records the user of each sandbox created.
+func gatedEnv(t *testing.T, adm middleware.Admission) (e *env, gate chan struct{}, users func() []string) {
+	e = newEnv(t, withOptions(func(o *middleware.Options) { o.Admission = adm }))
+	gate = make(chan struct{})
+	var mu sync.Mutex
+	var created []string
+	e.ex.OnCreate = func(sb *executortest.FakeSandbox) {
+		mu.Lock()
+		created = append(created, sb.Spec().UserID)
+		mu.Unlock()
+		sb.ExecFunc = func(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return executor.ExecResult{ExitCode: -1}, ctx.Err()
+			}
+			return scripted.Text(executor.Usage{}, "ok").Exec(ctx, cmd)
+		}
+	}
+	return e, gate, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(created)
+	}
+}
+
+func TestAdmissionIsFairAcrossUsers(t *testing.T) {
+	e, gate, users := gatedEnv(t, middleware.Admission{MaxRuns: 2, MaxRunsPerUser: 2, MaxMemoryBytes: -1})
+	var wg sync.WaitGroup
+	errs := make(chan error, 31)
+	send := func(user, chat string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := request(chat)
+			req.UserID = user
+			_, err := e.h.Handle(context.Background(), req, nil)
+			errs <- err
+		}()
+	}
+	for i := range 30 {
+		send("alice", fmt.Sprint("a", i))
+	}
+	require.Eventually(t, func() bool { s := e.o.Admission(); return s.Running == 2 && s.Waiting == 28 }, 10*time.Second, time.Millisecond)
+	send("bob", "b")
+	require.Eventually(t, func() bool { return e.o.Admission().Waiting == 29 }, 10*time.Second, time.Millisecond)
+
+	gate <- struct{}{} // one of alice's runs ends
+	require.Eventually(t, func() bool { return len(users()) == 3 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, "bob", users()[2], "bob's request takes the first free slot, ahead of alice's 28 queued ones")
+	close(gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.NoError(t, err)
+	}
+}
+
+func TestAdmissionBurstOverflowIsExact(t *testing.T) {
+	const burst, queue, runs = 200, 100, 10
+	e, gate, _ := gatedEnv(t, middleware.Admission{MaxRuns: runs, MaxRunsPerUser: runs, MaxQueue: queue, MaxMemoryBytes: -1})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	kinds := map[middleware.Kind]int{}
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := request(fmt.Sprint("c", i))
+			req.UserID = fmt.Sprint("u", i%7)
+			_, err := e.h.Handle(context.Background(), req, nil)
+			e := middleware.AsError(err)
+			mu.Lock()
+			defer mu.Unlock()
+			if e == nil {
+				kinds[""]++
+				return
+			}
+			kinds[e.Kind]++
+			if e.Kind == middleware.KindOverloaded {
+				assert.True(t, e.Retry)
+				assert.Positive(t, e.RetryAfter)
+			}
+		}()
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return kinds[middleware.KindOverloaded] == burst-queue-runs
+	}, 30*time.Second, time.Millisecond)
+	assert.Equal(t, middleware.AdmissionStats{Running: runs, Waiting: queue, MemoryBytes: runs * config.DefaultMemoryBytes}, e.o.Admission())
+	close(gate)
+	wg.Wait()
+	assert.Equal(t, map[middleware.Kind]int{"": queue + runs, middleware.KindOverloaded: burst - queue - runs}, kinds,
+		"exactly the overflow is refused; everything admitted succeeds")
 }
