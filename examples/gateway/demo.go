@@ -110,7 +110,11 @@ func newClient(url, user, chat string) sdk.Client {
 // text delta (text) and every agentbox extension object (ext), and returns
 // the accumulated result.
 func demoRequest(ctx context.Context, url, chat, prompt string, on func(ext extension, text string)) (*demoResult, error) {
-	client := newClient(url, demoUser, chat)
+	return chatRequest(ctx, newClient(url, demoUser, chat), chat, prompt, on)
+}
+
+// chatRequest is demoRequest with a client of any user.
+func chatRequest(ctx context.Context, client sdk.Client, chat, prompt string, on func(ext extension, text string)) (*demoResult, error) {
 	stream := client.Chat.Completions.NewStreaming(ctx, sdk.ChatCompletionNewParams{
 		Model:         demoAssistant,
 		Messages:      []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage(prompt)},

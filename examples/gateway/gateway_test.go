@@ -34,15 +34,19 @@ import (
 // startGateway runs the example gateway over examples/ offline (the
 // scripted model server answers), with the real image, Docker and the
 // helper built from this checkout.
-func startGateway(t *testing.T) (*Gateway, string) {
+func startGateway(t testing.TB, opts ...func(*Options)) (*Gateway, string) {
 	t.Helper()
 	img := testenv.RequireImage(t)
 	require.Equal(t, "agentbox/sandbox-claude:latest", img, "examples/assistants/coder names this image")
 	data := t.TempDir()
-	g, err := Start(context.Background(), Options{
+	o := Options{
 		Dir: "..", Addr: "127.0.0.1:0", DataDir: data, HelperBinary: testenv.HelperBinary(t), Offline: "always",
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.Warn, Output: testWriter{t}}),
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	g, err := Start(context.Background(), o)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, g.Close()) })
 	require.NotNil(t, g.Model, "offline: the scripted model server answers")
@@ -50,7 +54,7 @@ func startGateway(t *testing.T) (*Gateway, string) {
 }
 
 // testWriter sends log lines to t.Log.
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
