@@ -12,6 +12,17 @@ import (
 	"github.com/agentbox/agentbox/executor"
 )
 
+// Settle windows of Sandbox.gone: how long a container the daemon still
+// reports running is watched before the command's failure is taken as its
+// own. A lost helper connection almost surely means the container is going
+// (the helper is its main process); a SIGKILLed docker exec may just be
+// the command's own end (the OOM killer, a kill -9 by the agent).
+const (
+	settleStrong   = 5 * time.Second
+	settleWeak     = 500 * time.Millisecond
+	goneSettlePoll = 50 * time.Millisecond
+)
+
 // daemonDown reports whether err means the Docker daemon did not answer: a
 // failed connection, or a call that ran out of its own time bound while
 // ctx (the caller's context) was still live.
@@ -36,30 +47,40 @@ func (e *Executor) unavailable(ctx context.Context, step string, err error) erro
 // mean it went away (the stream broke, the helper's connection was lost,
 // the command was SIGKILLed). It returns an error wrapping
 // executor.ErrSandboxGone that names what happened, or nil when the
-// container still runs or its state cannot be told. Once the container is
-// known gone, the answer is kept and later commands fail at once.
-func (s *Sandbox) gone(ctx context.Context) error {
+// container still runs after settle (the daemon may report a container it
+// is killing as running for a moment) or its state cannot be told. Once
+// the container is known gone, the answer is kept and later commands fail
+// at once.
+func (s *Sandbox) gone(ctx context.Context, settle time.Duration) error {
 	if g := s.goneErr.Load(); g != nil {
 		return *g
 	}
-	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.o.CallTimeout)
-	defer cancel()
-	ins, err := s.e.api.ContainerInspect(callCtx, s.id)
+	ctx = context.WithoutCancel(ctx)
+	until := time.Now().Add(settle)
 	var why string
-	switch {
-	case err == nil && ins.State != nil && ins.State.Running:
-		return nil
-	case err == nil && ins.State != nil && ins.State.OOMKilled:
-		why = "stopped: the OOM killer ended its main process; raise the sandbox's memory limit"
-	case err == nil && ins.State != nil:
-		why = fmt.Sprintf("stopped (%s, exit code %d): it was killed, or the daemon restarted", ins.State.Status, ins.State.ExitCode)
-	case cerrdefs.IsNotFound(err):
-		why = "was removed while in use (docker rm -f by an operator, or the daemon restarted)"
-	case daemonDown(context.WithoutCancel(ctx), err):
-		why = fmt.Sprintf("cannot be reached: the Docker daemon at %s stopped answering (restarted or stopped)", s.e.daemonHost)
-	default:
-		s.logger.Debug("cannot tell whether the container is still there", "error", err)
-		return nil
+	for why == "" {
+		callCtx, cancel := context.WithTimeout(ctx, s.e.o.CallTimeout)
+		ins, err := s.e.api.ContainerInspect(callCtx, s.id)
+		cancel()
+		switch {
+		case err == nil && ins.State != nil && ins.State.Running:
+			if !time.Now().Before(until) {
+				return nil
+			}
+			time.Sleep(goneSettlePoll)
+		case err == nil && ins.State != nil && ins.State.OOMKilled:
+			why = "stopped: the OOM killer ended its main process; raise the sandbox's memory limit"
+		case err == nil && ins.State != nil && (ins.State.Status == "removing" || ins.State.Status == "dead"),
+			cerrdefs.IsNotFound(err):
+			why = "was removed while in use (docker rm -f by an operator, or the daemon restarted)"
+		case err == nil && ins.State != nil:
+			why = fmt.Sprintf("stopped (%s, exit code %d): it was killed, or the daemon restarted", ins.State.Status, ins.State.ExitCode)
+		case daemonDown(ctx, err):
+			why = fmt.Sprintf("cannot be reached: the Docker daemon at %s stopped answering (restarted or stopped)", s.e.daemonHost)
+		default:
+			s.logger.Debug("cannot tell whether the container is still there", "error", err)
+			return nil
+		}
 	}
 	var g error
 	if !time.Now().Before(s.plan.deadline.Add(-time.Second)) {

@@ -151,7 +151,11 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecRes
 	s.logger.Debug("exec", "args", c.Args, "dir", c.Dir, "timeout", c.Timeout, "path", s.runner.path())
 	res, err := s.runner.run(ctx, &c)
 	if ctx.Err() == nil && !s.closed.Load() && !s.stopped.Load() && mayBeGone(res, err, s.helper == nil) {
-		if g := s.gone(ctx); g != nil {
+		settle := settleWeak
+		if err != nil {
+			settle = min(settleStrong, s.e.o.CallTimeout)
+		}
+		if g := s.gone(ctx, settle); g != nil {
 			// The transport's own error (a broken stream, "no such
 			// container") says less than g; keep it in the debug log.
 			s.logger.Debug("exec failed because the container went away", "args", c.Args, "exit", res.ExitCode, "signal", res.Signal, "error", err)
