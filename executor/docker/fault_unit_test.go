@@ -11,6 +11,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 
@@ -58,3 +59,66 @@ func TestStoppedExecKeepsItsReason(t *testing.T) {
 	assert.ErrorIs(t, err, executor.ErrTimeout)
 	assert.True(t, stuck.Load(), "the container was stopped when the kill script could not start")
 }
+
+// takeoverAPI lists one left container until it has been removed and
+// listed polls more times, as a daemon whose AutoRemove was already
+// removing it ("removal in progress") does; listErr makes the daemon
+// unreachable.
+type takeoverAPI struct {
+	fakeDocker
+	listErr   error
+	lingering int // lists that still show the container after its removal
+	gone      bool
+}
+
+func (f *takeoverAPI) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	if len(f.removed) > 0 {
+		if f.lingering == 0 {
+			f.gone = true
+			return nil, nil
+		}
+		f.lingering--
+	}
+	return []container.Summary{{ID: "old1", State: "running", Labels: map[string]string{
+		LabelManagedBy: ManagedByValue, LabelInstance: "deadgateway", LabelSandbox: "sbold", LabelUser: "u1", LabelChat: "c1",
+	}}}, nil
+}
+
+// TestTakeOverWaitsUntilGone: a left container whose removal is already in
+// progress is waited for until the daemon no longer lists it; a daemon
+// that does not answer fails the takeover with ErrUnavailable.
+func TestTakeOverWaitsUntilGone(t *testing.T) {
+	newE := func(t *testing.T, api dockerAPI) *Executor {
+		o, err := Options{DataDir: t.TempDir(), ReconcileInterval: -1, RetentionInterval: -1, CallTimeout: 10 * time.Second}.withDefaults()
+		assert.NoError(t, err)
+		e, err := newExecutor(context.Background(), o, api)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}
+	t.Run("removal in progress", func(t *testing.T) {
+		api := &takeoverAPI{lingering: 3}
+		api.removeErr = errors.Join(cerrdefs.ErrConflict, errors.New("removal of container old1 is already in progress"))
+		e := newE(t, api)
+		assert.NoError(t, e.takeOver(context.Background(), "u1", "c1", hclog.NewNullLogger()))
+		assert.Equal(t, []string{"old1"}, api.removed)
+		assert.True(t, api.gone, "takeOver returned only once the container was no longer listed")
+	})
+	t.Run("daemon unreachable", func(t *testing.T) {
+		api := &takeoverAPI{}
+		e := newE(t, api)
+		api.listErr = errConnFailed()
+		err := e.takeOver(context.Background(), "u1", "c1", hclog.NewNullLogger())
+		assert.ErrorIs(t, err, executor.ErrUnavailable)
+		assert.Contains(t, err.Error(), "start dockerd")
+		assert.Empty(t, api.removed)
+	})
+}
+
+// errConnFailed is the Docker client's error for a daemon it cannot reach.
+func errConnFailed() error { return client.ErrorConnectionFailed("unix:///nowhere.sock") }
