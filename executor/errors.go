@@ -22,4 +22,21 @@ var (
 	ErrInvalid = errors.New("executor: invalid argument")
 	// ErrNotFound: the named file or directory does not exist.
 	ErrNotFound = errors.New("executor: not found")
+	// ErrSandboxGone: the sandbox's container went away while in use
+	// (removed by an operator, killed, or the container runtime restarted or
+	// stopped answering). It also matches ErrNotRunning. The sandbox cannot
+	// be used again; a retried request gets a new one.
+	ErrSandboxGone error = sandboxGone{}
+	// ErrUnavailable: the container runtime (the Docker daemon) does not
+	// answer, so no sandbox can start; retry once it is back.
+	ErrUnavailable = errors.New("executor: the container runtime does not answer")
 )
+
+// sandboxGone is ErrSandboxGone: a refinement of ErrNotRunning.
+type sandboxGone struct{}
+
+func (sandboxGone) Error() string {
+	return "executor: the sandbox's container went away (removed or the daemon restarted)"
+}
+
+func (sandboxGone) Is(target error) bool { return target == ErrNotRunning }

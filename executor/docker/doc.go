@@ -32,6 +32,15 @@
 // (on the host when reachable, else by exec), since State.OOMKilled only
 // covers the main process.
 //
+// Before a container starts on a chat, Create removes any container still
+// on that chat's workspace (left by a gateway killed mid-run, or by a
+// failed removal) and waits until the daemon no longer lists it, so two
+// containers never share a workspace even before the reconciler runs.
+// Faults are named: a command whose container went away (docker rm -f, a
+// daemon restart, a daemon that stopped answering) fails with
+// executor.ErrSandboxGone; a daemon that does not answer when a sandbox
+// should start fails Create (and New) with executor.ErrUnavailable.
+//
 // Concurrency: an Executor is safe for concurrent use. One chat runs one
 // request at a time: Create leases the chat in this process and takes an
 // flock next to the workspace so that gateways sharing a data directory

@@ -186,6 +186,14 @@ func (d *dockerExec) run(ctx context.Context, cmd *executor.Cmd) (executor.ExecR
 	defer cancel()
 	for i := 0; ; i++ {
 		ins, err := d.api.ContainerExecInspect(inspectCtx, created.ID)
+		if err != nil && reason != stopNone {
+			// Stopping it may have taken the container with it (the
+			// fallback kills a container whose exec cannot be stopped,
+			// and AutoRemove deletes it): the status is lost, the reason
+			// for the stop is what the caller needs.
+			d.logger.Debug("exec status lost after stopping it", "container", shortID(d.containerID), "error", err)
+			break
+		}
 		if err != nil {
 			res.Duration = time.Since(start)
 			return res, fmt.Errorf("exec %q: inspect: %w", cmd.Args[0], notRunning(err))
@@ -241,6 +249,12 @@ func (d *dockerExec) kill(ctx context.Context, token string) {
 		}
 		if errors.Is(err, executor.ErrNotRunning) {
 			d.logger.Debug("exec not stopped: the container is gone", "container", shortID(d.containerID))
+			return
+		}
+		if daemonDown(ctx, err) {
+			// Neither the script nor a container kill can reach it; the
+			// caller finds out what happened to the container.
+			d.logger.Warn("exec not stopped: the Docker daemon does not answer", "container", shortID(d.containerID), "error", err)
 			return
 		}
 		lastErr = err

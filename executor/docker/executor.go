@@ -28,6 +28,8 @@ type Executor struct {
 	leases *leases
 	root   *os.Root // DataDir
 	inst   *fileLock
+	// daemonHost names the daemon in errors ("unix:///var/run/docker.sock").
+	daemonHost string
 
 	mu      sync.Mutex
 	open    map[string]*Sandbox // by sandbox id
@@ -68,7 +70,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	defer cancel()
 	if _, err := cli.Ping(pingCtx); err != nil {
 		_ = cli.Close()
-		return nil, fmt.Errorf("docker executor: the Docker daemon at %s does not answer; start dockerd or set DOCKER_HOST: %w", cli.DaemonHost(), err)
+		return nil, fmt.Errorf("docker executor: the Docker daemon at %s does not answer; start dockerd or set DOCKER_HOST: %w (%w)", cli.DaemonHost(), executor.ErrUnavailable, err)
 	}
 	e, err := newExecutor(ctx, o, cli)
 	if err != nil {
@@ -98,6 +100,11 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		open:    map[string]*Sandbox{},
 		pending: map[string]bool{},
 		stopBg:  make(chan struct{}),
+
+		daemonHost: "DOCKER_HOST",
+	}
+	if h, ok := api.(interface{ DaemonHost() string }); ok {
+		e.daemonHost = h.DaemonHost()
 	}
 	if e.inst, err = e.lockInstance(); err != nil {
 		_ = root.Close()
@@ -214,6 +221,11 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 		_ = lock.Close()
 		unlease()
 	}
+	if err := e.takeOver(ctx, user, chat, logger); err != nil {
+		release()
+		logger.Warn("create sandbox failed", "error", err)
+		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)
+	}
 	sb, err := e.start(ctx, p, sbID, logger)
 	if err != nil {
 		release()
@@ -282,7 +294,7 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 		if cerrdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("image %s is not on the daemon; build or pull it first: %w", p.image, err)
 		}
-		return nil, fmt.Errorf("create container: %w", err)
+		return nil, e.unavailable(ctx, "create container", err)
 	}
 	sb.id = created.ID
 	logger.Debug("container created", "container", shortID(created.ID), "image", p.image)
@@ -290,7 +302,7 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 	err = e.api.ContainerStart(callCtx, created.ID, container.StartOptions{})
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("start container: %w", err)
+		return nil, e.unavailable(ctx, "start container", err)
 	}
 	sb.docker = &dockerExec{
 		api: e.api, containerID: created.ID, user: p.spec.User,

@@ -30,8 +30,11 @@ import (
 const helperProcessEnv = "AGENTBOX_DOCKER_HELPER_PROCESS"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperProcessEnv) == "1" {
+	switch os.Getenv(helperProcessEnv) {
+	case "1":
 		os.Exit(helperProcess())
+	case "takeover":
+		os.Exit(takeoverProcess())
 	}
 	os.Exit(m.Run())
 }

@@ -37,7 +37,8 @@ type Sandbox struct {
 	lastOOM atomic.Int64 // last counter seen (exec-read path)
 
 	closed    atomic.Bool
-	stopped   atomic.Bool // the container was stopped because an exec was stuck
+	stopped   atomic.Bool           // the container was stopped because an exec was stuck
+	goneErr   atomic.Pointer[error] // the container went away under us (see gone)
 	closeOnce sync.Once
 	closeErr  error
 	release   func() // lease, flock and last-use marker
@@ -111,6 +112,9 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecRes
 	if s.closed.Load() || s.stopped.Load() {
 		return executor.ExecResult{}, fmt.Errorf("exec %q: sandbox %s: %w", cmd.Args[0], s.sandboxID, executor.ErrNotRunning)
 	}
+	if g := s.goneErr.Load(); g != nil {
+		return executor.ExecResult{}, fmt.Errorf("exec %q: %w", cmd.Args[0], *g)
+	}
 	c := *cmd
 	for _, kv := range c.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -146,6 +150,18 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecRes
 	}
 	s.logger.Debug("exec", "args", c.Args, "dir", c.Dir, "timeout", c.Timeout, "path", s.runner.path())
 	res, err := s.runner.run(ctx, &c)
+	if ctx.Err() == nil && !s.closed.Load() && !s.stopped.Load() && mayBeGone(res, err, s.helper == nil) {
+		settle := settleWeak
+		if err != nil {
+			settle = min(settleStrong, s.e.o.CallTimeout)
+		}
+		if g := s.gone(ctx, settle); g != nil {
+			// The transport's own error (a broken stream, "no such
+			// container") says less than g; keep it in the debug log.
+			s.logger.Debug("exec failed because the container went away", "args", c.Args, "exit", res.ExitCode, "signal", res.Signal, "error", err)
+			return res, fmt.Errorf("exec %q: %w", c.Args[0], g)
+		}
+	}
 	if s.helper == nil || s.oomHost {
 		if n, oerr := s.readOOM(ctx); oerr == nil {
 			res.OOMKilled = res.OOMKilled || n > before
