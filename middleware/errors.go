@@ -36,6 +36,10 @@ const (
 	KindOverloaded Kind = "overloaded"
 	// KindSandboxStart: the sandbox could not be created or started.
 	KindSandboxStart Kind = "sandbox_start"
+	// KindSandboxGone: the sandbox's container went away mid-run (removed
+	// by an operator, killed, the container runtime restarted); the
+	// workspace is kept, and what the agent did before is not undone.
+	KindSandboxGone Kind = "sandbox_gone"
 	// KindHookRejected: the assistant's Create hook refused the request.
 	KindHookRejected Kind = "hook_rejected"
 	// KindAgent: the agent CLI failed (error result, crash, no result).

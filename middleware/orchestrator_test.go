@@ -245,6 +245,10 @@ func TestErrorsAreTyped(t *testing.T) {
 		"sandbox timeout": {opts: []envOption{withSpec(func(s *executor.Spec) { s.Timeout = 50 * time.Millisecond })},
 			script: scripted.Script{Block: true}, kind: middleware.KindTimeout, msg: "sandbox timeout of 50ms", ran: true},
 		"output too large": {script: scripted.Script{Err: executor.ErrOutputTooLarge, Exit: -1}, kind: middleware.KindAgent, msg: "more output", ran: true},
+		"container went away": {script: scripted.Script{Err: fmt.Errorf("exec: %w", executor.ErrSandboxGone), Exit: -1},
+			kind: middleware.KindSandboxGone, msg: "container went away during the run", ran: true},
+		"runtime does not answer": {opts: []envOption{withCreateErr(fmt.Errorf("docker: %w", executor.ErrUnavailable))},
+			kind: middleware.KindUnavailable, msg: "container runtime does not answer"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -261,7 +265,7 @@ func TestErrorsAreTyped(t *testing.T) {
 			require.ErrorAs(t, err, &me)
 			assert.Equal(t, tc.kind, me.Kind, "%v", err)
 			assert.ErrorIs(t, err, &middleware.Error{Kind: tc.kind})
-			assert.Equal(t, tc.kind == middleware.KindBusy, me.Retry, "only busy is retry-safe here")
+			assert.Equal(t, tc.kind == middleware.KindBusy || tc.kind == middleware.KindUnavailable, me.Retry, "only busy and unavailable (nothing ran) are retry-safe here")
 			assert.Equal(t, tc.param, me.Param)
 			assert.Contains(t, me.Message, tc.msg)
 			sbs := e.ex.Sandboxes()

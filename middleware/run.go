@@ -272,6 +272,8 @@ func (r *run) start(ctx context.Context) error {
 		switch {
 		case errors.Is(err, executor.ErrBusy):
 			return Errorf(KindBusy, err, "the chat %q is busy with another request (possibly on another gateway instance); wait for it to finish and send again", r.req.ChatID)
+		case errors.Is(err, executor.ErrUnavailable):
+			return r.failure(ctx, err, Errorf(KindUnavailable, err, "the gateway's container runtime does not answer, so no sandbox can start; send the request again later (operators: start dockerd)"))
 		case errors.Is(err, executor.ErrInvalid):
 			return r.failure(ctx, err, Errorf(KindConfig, err, "the assistant's sandbox settings were refused; the gateway's log has the details"))
 		}

@@ -89,7 +89,8 @@
 //	sandbox_start   500     server_error           sandbox_start_failed
 //	internal        500     server_error           internal_error
 //	agent           502     server_error           agent_failed
-//	unavailable     503     server_error           unavailable (x-should-retry: true)
+//	sandbox_gone    502     server_error           sandbox_gone (the container went away mid-run)
+//	unavailable     503     server_error           unavailable (x-should-retry: true; shutting down, or the container runtime does not answer)
 //	timeout         504     server_error           agent_timeout
 //	canceled        499     server_error           client_closed_request (nobody reads it)
 //

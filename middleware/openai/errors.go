@@ -25,6 +25,7 @@ var statuses = map[middleware.Kind]status{
 	middleware.KindSandboxStart: {http.StatusInternalServerError, "server_error", "sandbox_start_failed"},
 	middleware.KindInternal:     {http.StatusInternalServerError, "server_error", "internal_error"},
 	middleware.KindAgent:        {http.StatusBadGateway, "server_error", "agent_failed"},
+	middleware.KindSandboxGone:  {http.StatusBadGateway, "server_error", "sandbox_gone"},
 	middleware.KindUnavailable:  {http.StatusServiceUnavailable, "server_error", "unavailable"},
 	middleware.KindOverloaded:   {http.StatusTooManyRequests, "rate_limit_error", "sandbox_capacity"},
 	middleware.KindTimeout:      {http.StatusGatewayTimeout, "server_error", "agent_timeout"},

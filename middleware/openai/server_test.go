@@ -120,6 +120,7 @@ func TestStatusOfEachKind(t *testing.T) {
 		"sandbox start": {middleware.KindSandboxStart, 500, "server_error", "sandbox_start_failed", "false"},
 		"internal":      {middleware.KindInternal, 500, "server_error", "internal_error", "false"},
 		"agent":         {middleware.KindAgent, 502, "server_error", "agent_failed", "false"},
+		"sandbox gone":  {middleware.KindSandboxGone, 502, "server_error", "sandbox_gone", "false"},
 		"unavailable":   {middleware.KindUnavailable, 503, "server_error", "unavailable", "true"},
 		"timeout":       {middleware.KindTimeout, 504, "server_error", "agent_timeout", "false"},
 	} {
