@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/internal/scriptedapi"
+)
+
+// TestFaultContainerRemovedMidRun removes the sandbox's container (as an
+// operator's `docker rm -f` would) while the agent runs a long command:
+// the client gets an error that names what happened, nothing is left
+// running, and the next request on the same chat works over the same
+// workspace.
+func TestFaultContainerRemovedMidRun(t *testing.T) {
+	g, data := startGateway(t)
+	g.Model.Enqueue(scriptedapi.Call("Bash", map[string]string{"command": "sleep 120", "description": "wait"}))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a backstop, not the assertion
+	defer cancel()
+	const chat = "fault-removed"
+	toolUse := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := chatRequest(ctx, newClient(g.URL, demoUser, chat), chat, demoPrompt, func(ext extension, _ string) {
+			if ext.Kind == "tool_use" {
+				select {
+				case toolUse <- struct{}{}:
+				default:
+				}
+			}
+		})
+		done <- err
+	}()
+	select {
+	case <-toolUse:
+	case err := <-done:
+		t.Fatalf("the request ended before the agent ran its command: %v", err)
+	}
+	ids := managedContainers(t, data)
+	require.Len(t, ids, 1)
+	out, err := exec.Command("docker", "rm", "-f", ids[0]).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	err = <-done
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "container went away", "the client is told what happened")
+	assert.NotContains(t, err.Error(), data, "no host paths reach the client")
+	assert.Empty(t, managedContainers(t, data))
+
+	res, err := demoRequest(ctx, g.URL, chat, demoPrompt, func(extension, string) {})
+	require.NoError(t, err, "the next request on the chat works")
+	assert.True(t, strings.Contains(res.Content, strings.TrimSpace(scriptedapi.DemoContent)), "%q", res.Content)
+	assert.FileExists(t, filepath.Join(data, "workspaces", demoUser, "chat-"+chat, scriptedapi.DemoFile))
+}
