@@ -107,7 +107,7 @@ function Create(ctx: any): null {
 }
 function Next(ctx: any): { content: string } {
   return { content: ctx.sandbox.ReadFile(ctx.chat_id + ".txt") + ":" + JSON.stringify(ctx.memory.context.Get("seen")) };
-}`), testOptions())
+}`), jsapi.Options{Timeout: backstop}) // isolation, not speed: 8 at once on a loaded 2-core machine take seconds each
 	require.NoError(t, err)
 	sb := executortest.NewSandbox(t)
 	const workers, rounds = 8, 10
