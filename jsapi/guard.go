@@ -68,30 +68,50 @@ const guardSrc = `(function (maxStr, maxArr, maxBytes) {
     return rApply(origPadEnd, this, [n, pad]);
   });
 
-  var replace = S.replace, replaceAll = S.replaceAll, split = S.split, match = S.match;
-  function count(s, pattern, all) {
+  var replace = S.replace, replaceAll = S.replaceAll, indexOf = S.indexOf, exec = RegExpC.prototype.exec;
+  // count returns how many times pattern matches s, counting no further
+  // than limit: one native step per match found, never an array of all
+  // matches (String.prototype.match or split over a long string is one
+  // uninterruptible step that builds a value per match). It returns -1
+  // for a pattern it does not know (an object with its own Symbol.replace).
+  function count(s, pattern, all, limit) {
+    var n = 0, i;
     if (typeof pattern === "string") {
-      if (!all) return 1;
-      return pattern === "" ? s.length + 1 : rApply(split, s, [pattern]).length - 1;
+      if (!all) return rApply(indexOf, s, [pattern]) >= 0 ? 1 : 0;
+      if (pattern === "") return Math.min(s.length + 1, limit);
+      for (i = rApply(indexOf, s, [pattern]); i >= 0 && n < limit; i = rApply(indexOf, s, [pattern, i + pattern.length])) n++;
+      return n;
     }
-    if (pattern instanceof RegExpC) {
-      if (!pattern.global) return 1;
-      var m = rApply(match, s, [pattern]);
-      return m ? m.length : 0;
+    if (!(pattern instanceof RegExpC)) return -1;
+    // A clone, so that the script's lastIndex and its own exec are not used.
+    var re = new RegExpC(pattern.source, pattern.flags);
+    if (!re.global) return rApply(exec, re, [s]) === null ? 0 : 1;
+    re.lastIndex = 0;
+    for (var m; n < limit && (m = rApply(exec, re, [s])) !== null; n++) {
+      if (m[0] === "") re.lastIndex++;
     }
-    return -1;
+    return n;
   }
+  // checkReplace throws before a replacement builds a string longer than
+  // maxStr. Each match adds the replacement text, plus the whole string
+  // for each $\x60 or $' in it; $& and $1.. add at most the string once in
+  // all. Matches are counted only when the most a pattern can have
+  // (s.length + 1) could pass the limit, and only until they do.
   function checkReplace(what, self, pattern, repl, all) {
     if (typeof repl === "function" || self == null) return;
-    var s = String(self), r = String(repl), n = count(s, pattern, all);
-    if (n <= 0) return;
+    var s = String(self), r = String(repl);
     var perMatch = 0, perContext = 0;
     for (var i = r.indexOf("$"); i >= 0 && i + 1 < r.length; i = r.indexOf("$", i + 1)) {
       var c = r.charAt(i + 1);
       if (c === "'" || c === "\x60") perContext++; else perMatch++;
     }
-    var total = s.length + n * r.length + perMatch * s.length + perContext * n * s.length;
-    if (total > maxStr) throw tooLong(what, total);
+    var fixed = s.length + perMatch * s.length, each = r.length + perContext * s.length;
+    if (fixed + (s.length + 1) * each <= maxStr) return;
+    var need = each > 0 ? Math.max(1, Math.floor((maxStr - fixed) / each) + 1) : 1;
+    var n = count(s, pattern, all, need);
+    if (n <= 0) return;
+    var total = fixed + n * each;
+    if (total > maxStr) throw new RangeError(what + " would build a string of at least " + total + " characters, more than the " + maxStr + " allowed in a hook");
   }
   def(S, "replace", function replace_(pattern, repl) {
     checkReplace("String.prototype.replace", this, pattern, repl, false);
@@ -102,22 +122,27 @@ const guardSrc = `(function (maxStr, maxArr, maxBytes) {
     return rApply(replaceAll, this, [pattern, repl]);
   });
 
-  var joining = [];
+  // join converts each element once, adds up the length, and leaves the
+  // concatenation to the native join: building the result with += in a
+  // loop copies it once per element (quadratic, and each copy of a
+  // string of megabytes is one uninterruptible step).
+  var joining = [], origJoin = A.join;
   def(A, "join", function join(sep) {
     var o = Object(this), n = len(o);
     if (n > maxArr) throw tooMany("Array.prototype.join", n);
     if (joining.indexOf(o) >= 0) return "";
     sep = sep === undefined ? "," : String(sep);
+    if (n > 1 && (n - 1) * sep.length > maxStr) throw tooLong("Array.prototype.join", (n - 1) * sep.length);
     joining.push(o);
     try {
-      var out = "";
+      var parts = [], total = 0;
       for (var i = 0; i < n; i++) {
-        if (i > 0) out += sep;
-        var v = o[i];
-        if (v !== undefined && v !== null) out += String(v);
-        if (out.length > maxStr) throw tooLong("Array.prototype.join", out.length);
+        var v = o[i], p = v === undefined || v === null ? "" : String(v);
+        total += p.length + (i > 0 ? sep.length : 0);
+        if (total > maxStr) throw tooLong("Array.prototype.join", total);
+        parts[i] = p;
       }
-      return out;
+      return rApply(origJoin, parts, [sep]);
     } finally {
       joining.pop();
     }

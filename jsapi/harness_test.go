@@ -113,3 +113,52 @@ func logSink(level hclog.Level) (hclog.Logger, *strings.Builder) {
 	var b strings.Builder
 	return hclog.New(&hclog.LoggerOptions{Output: &b, Level: level, DisableTime: true}), &b
 }
+
+// lagProbe measures, while it runs, how late this machine wakes a
+// goroutine that sleeps for a millisecond at a time: the scheduling delay
+// a loaded machine (CPU hogs, GC, the whole suite under -race) adds to
+// every timer and every handoff between goroutines, including a hook's
+// budget and its interrupt. Tests that bound how far past a deadline a
+// hook may end add a multiple of the worst lag seen over the same
+// interval, a margin measured in the same run rather than a constant.
+type lagProbe struct {
+	stop chan struct{}
+	done chan time.Duration
+}
+
+// startLagProbe starts measuring; the caller must call worst.
+func startLagProbe() *lagProbe {
+	p := &lagProbe{stop: make(chan struct{}), done: make(chan time.Duration, 1)}
+	go func() {
+		var worst time.Duration
+		tick := time.NewTimer(time.Millisecond)
+		defer tick.Stop()
+		for {
+			t0 := time.Now()
+			tick.Reset(time.Millisecond)
+			select {
+			case <-p.stop:
+				p.done <- worst
+				return
+			case <-tick.C:
+			}
+			worst = max(worst, time.Since(t0)-time.Millisecond)
+		}
+	}()
+	return p
+}
+
+// worst stops the probe and returns the worst lag it saw.
+func (p *lagProbe) worst() time.Duration {
+	close(p.stop)
+	return <-p.done
+}
+
+// overshoot is how far past a deadline an action measured with p may end:
+// 100 ms, plus twice the worst scheduling lag seen meanwhile and twice pace
+// (the duration of one healthy invocation, measured in the same run; zero
+// where none was measured).
+func overshoot(p *lagProbe, pace time.Duration) (allowed, lag time.Duration) {
+	lag = p.worst()
+	return 100*time.Millisecond + 2*lag + 2*pace, lag
+}

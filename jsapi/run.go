@@ -160,12 +160,28 @@ func (h *Hooks) invoke(parent context.Context, hc *hooks.Context, hook string,
 		return err
 	case <-ctx.Done():
 	}
-	grace := time.NewTimer(abandonGrace)
+	// On a loaded machine this goroutine wakes late from the budget's
+	// timer, and the script's goroutine, which must be scheduled to see
+	// the interrupt, is as late: the grace counts from when the budget
+	// was noticed here, plus that lateness.
+	wait := abandonGrace
+	if d, ok := ctx.Deadline(); ok {
+		if late := time.Since(d); late > 0 {
+			wait += late
+		}
+	}
+	grace := time.NewTimer(wait)
 	defer grace.Stop()
 	select {
 	case err := <-done:
 		return err
 	case <-grace.C:
+	}
+	// Both may be ready by now: the script's own end wins.
+	select {
+	case err := <-done:
+		return err
+	default:
 	}
 	inv.abandon()
 	h.runaway.Add(1)

@@ -75,13 +75,18 @@ func TestCallerCancellationStopsTheHook(t *testing.T) {
 			require.NoError(t, err)
 			gone := errors.New("client went away")
 			ctx, cancel := context.WithCancelCause(context.Background())
+			probe := startLagProbe()
 			time.AfterFunc(50*time.Millisecond, func() { cancel(gone) })
 			start := time.Now()
 			_, err = h.Create(ctx, &hooks.Context{Sandbox: sb}, nil)
 			elapsed := time.Since(start)
-			t.Logf("ended after %v: %v", elapsed, err)
+			slack, lag := overshoot(probe, 0)
+			t.Logf("worst lag %v, overshoot allowed %v; ended after %v: %v", lag, slack, elapsed, err)
+			// What stopped it is the caller's cause, not the budget of a
+			// minute; and it stopped soon after the cancel.
 			assert.ErrorIs(t, err, gone)
-			assert.Less(t, elapsed, 50*time.Millisecond+100*time.Millisecond)
+			assert.NotErrorIs(t, err, executor.ErrTimeout)
+			assert.Less(t, elapsed-50*time.Millisecond, slack)
 		})
 	}
 }
@@ -102,7 +107,7 @@ function Create(ctx: any): null {
 }
 function Next(ctx: any): { content: string } {
   return { content: ctx.sandbox.ReadFile(ctx.chat_id + ".txt") + ":" + JSON.stringify(ctx.memory.context.Get("seen")) };
-}`), testOptions())
+}`), jsapi.Options{Timeout: backstop}) // isolation, not speed: 8 at once on a loaded 2-core machine take seconds each
 	require.NoError(t, err)
 	sb := executortest.NewSandbox(t)
 	const workers, rounds = 8, 10
@@ -149,12 +154,15 @@ func TestHostileNextLoopKeepsTheResponse(t *testing.T) {
 			require.NoError(t, err)
 			logger, out := logSink(hclog.Debug)
 			completion := &executor.Completion{Content: "the answer", FinishReason: executor.FinishStop}
+			probe := startLagProbe()
 			start := time.Now()
 			got, err := hooks.RunNext(context.Background(), h, &hooks.Context{Logger: logger}, completion, nil)
 			elapsed := time.Since(start)
+			slack, lag := overshoot(probe, 0)
+			t.Logf("worst lag %v, overshoot allowed %v; ended after %v", lag, slack, elapsed)
 			require.NoError(t, err)
 			assert.Equal(t, completion, got)
-			assert.Less(t, elapsed-hostileBudget, 100*time.Millisecond)
+			assert.Less(t, elapsed-hostileBudget, slack)
 			assert.Contains(t, out.String(), "Next hook ran past its time budget of 500ms")
 		})
 	}
