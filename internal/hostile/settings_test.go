@@ -111,6 +111,9 @@ func TestAttackSymlinkedHostPaths(t *testing.T) {
 	prompt := sentinel + "\n" + strings.Repeat("Answer briefly. ", 7000)
 	env := hostile.New(t, hostile.Options{Assistants: []hostile.Assistant{{Configure: func(a *middleware.Assistant) {
 		a.Sandbox.Run.SystemPrompt = prompt
+		// acceptEdits asks before "rm -rf .claude": the attacker's
+		// assistant lets it run (the container is the boundary).
+		a.Sandbox.Run.Arguments["permission_mode"] = "bypassPermissions"
 	}}}})
 	plants := map[string]string{
 		".claude to /etc":                "rm -rf .claude && ln -s /etc .claude",
