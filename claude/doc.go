@@ -11,19 +11,43 @@
 //	claude -p --verbose --output-format stream-json --input-format stream-json
 //	  --include-partial-messages --no-session-persistence
 //	  --max-turns N --permission-mode MODE --strict-mcp-config
-//	  [--model M] --allowedTools=Bash,Skill,<assistant's>,<request's MCP tools>
+//	  --setting-sources=user --add-dir=<workdir> [--model M] --allowedTools=Bash,Skill,<assistant's>,<request's MCP tools>
 //	  [--disallowedTools=...] [--mcp-config=<inline JSON>]
 //	  [--append-system-prompt=<text> | --append-system-prompt-file=<workdir>/.agentbox/system-prompt.md]
 //
 // --verbose is mandatory with stream-json output. --strict-mcp-config is
 // always on, so a .mcp.json the agent writes into its workspace is never
 // loaded. A system prompt over 96 KiB goes to a file returned in
-// Invocation.Files.
+// Invocation.Files (the middleware restores it over whatever the agent
+// left at its name).
+//
+// # Settings the agent cannot plant
+//
+// The workspace is the CLI's project directory and the agent writes it, so
+// its .claude/settings.json and settings.local.json (hooks, env such as
+// ANTHROPIC_BASE_URL, apiKeyHelper, permissions), .claude/skills, agents
+// and commands would load on the next turn, for whichever assistant
+// answers it. --setting-sources=user turns the project and local sources
+// off; only CLAUDE_CONFIG_DIR ($HOME/.claude) loads, and HOME is a tmpfs
+// that lives as long as the container: the gateway writes the assistant's
+// skills there before every run (middleware Sandbox.HomeFiles), and what
+// the agent changes there is gone with the container. Verified on CLI
+// 2.1.197: with the user source only, no project hook, env, apiKeyHelper,
+// skill, agent or command loads, and user skills are listed.
+//
+// The workspace's CLAUDE.md does load: it is the user's project file, and
+// it is text the model reads, not configuration. The user source alone
+// skips it, so the runner adds the workspace with --add-dir and sets
+// CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1, which loads an added
+// directory's CLAUDE.md and nothing else of it (CLAUDE.local.md and
+// .claude/ stay off). A CLAUDE.md the agent writes therefore reaches later
+// turns as instructions, like any file it leaves in the workspace.
 //
 // stdin is one stream-json user line; the CLI answers it and exits when
 // stdin closes. The environment is built from scratch: PATH, HOME and
 // CLAUDE_CONFIG_DIR (RunRequest.Home), SHELL, LANG, ANTHROPIC_BASE_URL
 // (RunRequest.ModelBaseURL), ANTHROPIC_API_KEY (the per-request token),
+// CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1 (see below),
 // CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 (without it the CLI sends the
 // key to its vendor's hosts), CLAUDE_CODE_MAX_RETRIES (default 2: the CLI's
 // default of 10 takes about three minutes to give up on a dead upstream),

@@ -419,16 +419,28 @@ func TestE2E(t *testing.T) {
 	})
 
 	t.Run("skill appears in init", func(t *testing.T) {
+		// The gateway's skills are user skills (HOME/.claude/skills); the
+		// workspace's .claude is the agent's and does not load, but its
+		// CLAUDE.md does.
 		api := scriptedapi.Start(scriptedapi.WithTurns(scriptedapi.Say("ok")))
 		defer api.Close()
-		skill := "---\nname: greeter\ndescription: Greets the user warmly. Use when asked to greet.\n---\n\n# Greeter\nSay GREETINGS.\n"
+		skill := func(name string) []byte {
+			return []byte("---\nname: " + name + "\ndescription: Greets the user warmly. Use when asked to greet.\n---\n\n# Greeter\nSay GREETINGS.\n")
+		}
 		run := env.run(t, "skill", api, executor.RunRequest{Messages: user("hi")}, e2eOpts{before: func(sb executor.Sandbox) {
-			require.NoError(t, sb.WriteFile(context.Background(), ".claude/skills/greeter/SKILL.md", []byte(skill)))
+			ctx := context.Background()
+			require.NoError(t, executor.PlaceHomeFiles(ctx, sb, docker.DefaultHome, map[string][]byte{".claude/skills/greeter/SKILL.md": skill("greeter")}))
+			require.NoError(t, sb.WriteFile(ctx, ".claude/skills/planted/SKILL.md", skill("planted")))
+			require.NoError(t, sb.WriteFile(ctx, "CLAUDE.md", []byte("PROJECT-MEMORY-SENTINEL\n")))
 		}})
 		require.NoError(t, run.err)
 		require.Equal(t, executor.EventInit, run.events[0].Kind)
 		assert.Contains(t, run.events[0].Init.Skills, "greeter")
+		assert.NotContains(t, run.events[0].Init.Skills, "planted", "project skills do not load")
 		assert.Contains(t, run.events[0].Init.Tools, "Skill")
+		reqs := api.MessageRequests()
+		require.NotEmpty(t, reqs)
+		assert.Contains(t, reqs[0].AllText(), "PROJECT-MEMORY-SENTINEL", "the workspace's CLAUDE.md reaches the model")
 	})
 
 	t.Run("connector key is nowhere in the container", func(t *testing.T) {

@@ -15,6 +15,11 @@ import (
 	"github.com/agentbox/agentbox/executor"
 )
 
+// SettingSources is the CLI's --setting-sources: the user's settings only
+// (CLAUDE_CONFIG_DIR, outside the workspace), never "project" or "local",
+// which the agent can write.
+const SettingSources = "user"
+
 // DefaultProgram is the CLI's executable, searched on the sandbox's PATH.
 const DefaultProgram = "claude"
 
@@ -258,6 +263,16 @@ func (r *Runner) Invocation(req executor.RunRequest) (executor.Invocation, error
 		"--max-turns", strconv.Itoa(args.MaxTurns),
 		"--permission-mode", args.PermissionMode,
 		"--strict-mcp-config",
+		// Only the user's settings load: CLAUDE_CONFIG_DIR is in the
+		// per-run HOME, written by the gateway. Project and local settings
+		// live in the workspace, which the agent writes: their hooks, env
+		// and apiKeyHelper would run on the next turn.
+		"--setting-sources=" + SettingSources,
+		// The workspace's CLAUDE.md is the user's project file; with the
+		// project source off it loads only as an added directory's
+		// (CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD), which reads
+		// CLAUDE.md and nothing else of the directory.
+		"--add-dir=" + req.Workdir,
 	}
 	if req.Model != "" {
 		argv = append(argv, "--model", req.Model)
@@ -346,6 +361,7 @@ func environment(req executor.RunRequest, args Arguments) []string {
 		"DISABLE_ERROR_REPORTING=1",
 		"DISABLE_BUG_COMMAND=1",
 		"CLAUDE_CODE_DISABLE_TERMINAL_TITLE=1",
+		"CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1",
 	}
 	if args.PermissionMode == "bypassPermissions" {
 		// The CLI refuses bypass mode as root unless told it runs in a

@@ -75,6 +75,10 @@ func TestInvocationDefaults(t *testing.T) {
 		assert.Equal(t, want, got, name)
 	}
 	assert.Contains(t, args, "--strict-mcp-config", "a workspace .mcp.json written by the agent is never loaded")
+	sources, _ := flagValue(args, "--setting-sources")
+	assert.Equal(t, "user", sources, "project and local settings live in the workspace the agent writes: never loaded")
+	addDir, _ := flagValue(args, "--add-dir")
+	assert.Equal(t, "/workspace", addDir, "the workspace's CLAUDE.md loads as an added directory's")
 	for _, a := range args {
 		assert.NotContains(t, a, "What is 1+1?", "the prompt goes through stdin, not argv")
 	}
@@ -91,12 +95,13 @@ func TestInvocationDefaults(t *testing.T) {
 		"ANTHROPIC_BASE_URL":      "http://127.0.0.1:7000",
 		"ANTHROPIC_API_KEY":       "tok-per-request",
 		"CLAUDE_CODE_MAX_RETRIES": "2",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-		"DISABLE_AUTOUPDATER":                      "1",
-		"DISABLE_TELEMETRY":                        "1",
-		"DISABLE_ERROR_REPORTING":                  "1",
-		"DISABLE_BUG_COMMAND":                      "1",
-		"CLAUDE_CODE_DISABLE_TERMINAL_TITLE":       "1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC":     "1",
+		"DISABLE_AUTOUPDATER":                          "1",
+		"DISABLE_TELEMETRY":                            "1",
+		"DISABLE_ERROR_REPORTING":                      "1",
+		"DISABLE_BUG_COMMAND":                          "1",
+		"CLAUDE_CODE_DISABLE_TERMINAL_TITLE":           "1",
+		"CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD": "1",
 	}, env, "the environment is built from scratch")
 }
 

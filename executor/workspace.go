@@ -78,12 +78,12 @@ func PrepareWorkspace(dataDir, user, chat string, uid, gid int) (string, error) 
 	defer func() { _ = top.Close() }()
 
 	const display = "workspaces"
-	ws, err := openDirs(int(top.Fd()), display, []string{"workspaces"}, true, [2]int{-1, -1})
+	ws, err := openDirs(int(top.Fd()), display, []string{"workspaces"}, true, false, [2]int{-1, -1})
 	if err != nil {
 		return "", fmt.Errorf("prepare workspace: %w", err)
 	}
 	defer func() { _ = syscall.Close(ws) }()
-	chatDir, err := openDirs(ws, display+"/"+user+"/chat-"+chat, []string{user, "chat-" + chat}, true, [2]int{uid, gid})
+	chatDir, err := openDirs(ws, display+"/"+user+"/chat-"+chat, []string{user, "chat-" + chat}, true, false, [2]int{uid, gid})
 	if err != nil {
 		return "", fmt.Errorf("prepare workspace: %w", err)
 	}
@@ -268,8 +268,67 @@ func (w *Workspace) WriteFile(ctx context.Context, name string, data []byte) err
 	if err := p.fileOnly("write"); err != nil {
 		return err
 	}
-	if err := w.writeAtomic(p, data); err != nil {
+	if err := w.writeAtomic(p, data, true); err != nil {
 		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// Restorer is implemented by sandboxes (and Workspace) that can restore a
+// file the host owns: see Workspace.RestoreFile.
+type Restorer interface {
+	RestoreFile(ctx context.Context, name string, data []byte) error
+}
+
+var _ Restorer = (*Workspace)(nil)
+
+// RestoreFile writes a file the host owns in the workspace (one the
+// gateway rewrites before every run, like a system prompt file) over
+// whatever the sandbox put in its way: a parent directory that became a
+// symbolic link, FIFO or file is removed and made a directory again, and
+// a target that became a link, FIFO, socket or directory is removed, all
+// without following any link, so nothing outside the workspace is touched.
+// The file gets mode 0644 and UID:GID whatever it had. Write host files
+// with it before the agent runs, so that a chat whose agent planted a link
+// keeps working; hooks' writes keep WriteFile's refusals.
+func (w *Workspace) RestoreFile(ctx context.Context, name string, data []byte) error {
+	if err := w.acquire(ctx); err != nil {
+		return err
+	}
+	defer w.mu.RUnlock()
+	if int64(len(data)) > w.opts.MaxFileSize {
+		return fmt.Errorf("restore %s: %d bytes is over the %d-byte cap; write less or raise MaxFileSize: %w",
+			name, len(data), w.opts.MaxFileSize, ErrOutputTooLarge)
+	}
+	p, err := w.resolveWalk(name, true, true)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer p.close()
+	if err := p.fileOnly("restore"); err != nil {
+		return err
+	}
+	dir, err := p.root()
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	fi, err := dir.Lstat(p.base)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("restore %s: %w", p.display, mapErr(err))
+	case fi.Mode().IsDir():
+		// os.Root's RemoveAll never follows a link below the directory.
+		if err := dir.RemoveAll(p.base); err != nil {
+			return fmt.Errorf("restore %s: remove the directory in its place: %w", p.display, err)
+		}
+	case !fi.Mode().IsRegular():
+		if err := dir.Remove(p.base); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("restore %s: remove the %s in its place: %w", p.display, typeName(fi.Mode().Type()), err)
+		}
+	}
+	if err := w.writeAtomic(p, data, false); err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
 	return nil
 }
@@ -286,7 +345,7 @@ func (w *Workspace) ListDir(ctx context.Context, name string) ([]FileInfo, error
 	if err != nil {
 		return nil, fmt.Errorf("list: %w", err)
 	}
-	p, err := w.openDir(strings.Join(parts, "/"), parts, false)
+	p, err := w.openDir(strings.Join(parts, "/"), parts, false, false)
 	if err != nil {
 		return nil, fmt.Errorf("list: %w", err)
 	}
@@ -386,7 +445,7 @@ func (w *Workspace) EditFile(ctx context.Context, name string, edits []Edit) (Ed
 		return EditResult{}, fmt.Errorf("edit: %w", err)
 	}
 	defer p.close()
-	if err := w.writeAtomic(p, []byte(res.Content)); err != nil {
+	if err := w.writeAtomic(p, []byte(res.Content), true); err != nil {
 		return EditResult{}, fmt.Errorf("edit: %w", err)
 	}
 	return res, nil
@@ -470,6 +529,12 @@ func splitName(name string) ([]string, error) {
 // resolve validates name and opens its parent directory, refusing symbolic
 // links in every component; create makes missing parents.
 func (w *Workspace) resolve(name string, create bool) (*resolved, error) {
+	return w.resolveWalk(name, create, false)
+}
+
+// resolveWalk is resolve; repair replaces parents that are not directories
+// (see openDirs).
+func (w *Workspace) resolveWalk(name string, create, repair bool) (*resolved, error) {
 	parts, err := splitName(name)
 	if err != nil {
 		return nil, err
@@ -478,7 +543,7 @@ func (w *Workspace) resolve(name string, create bool) (*resolved, error) {
 	if display == "" {
 		return &resolved{display: ".", dir: w.root, fd: w.rootFD}, nil
 	}
-	p, err := w.openDir(display, parts[:len(parts)-1], create)
+	p, err := w.openDir(display, parts[:len(parts)-1], create, repair)
 	if err != nil {
 		return nil, err
 	}
@@ -495,14 +560,14 @@ func (w *Workspace) resolve(name string, create bool) (*resolved, error) {
 // directory it is opened in), and the os.Root for the directory reached is
 // opened through its descriptor's /proc/self/fd entry, which names that
 // very directory however the tree changes.
-func (w *Workspace) openDir(display string, dirs []string, create bool) (*resolved, error) {
+func (w *Workspace) openDir(display string, dirs []string, create, repair bool) (*resolved, error) {
 	if display == "" {
 		display = "."
 	}
 	if len(dirs) == 0 {
 		return &resolved{display: display, dir: w.root, fd: w.rootFD}, nil
 	}
-	fd, err := openDirs(w.rootFD, display, dirs, create, [2]int{w.opts.UID, w.opts.GID})
+	fd, err := openDirs(w.rootFD, display, dirs, create, repair, [2]int{w.opts.UID, w.opts.GID})
 	if err != nil {
 		return nil, err
 	}
@@ -565,8 +630,9 @@ func (w *Workspace) openFinalOnce(p *resolved, dir bool) (*os.File, fs.FileInfo,
 	return f, st, nil
 }
 
-// writeAtomic writes data to p via a temporary file and a rename.
-func (w *Workspace) writeAtomic(p *resolved, data []byte) error {
+// writeAtomic writes data to p via a temporary file and a rename; keep
+// keeps an existing file's mode and owner.
+func (w *Workspace) writeAtomic(p *resolved, data []byte, keep bool) error {
 	mode := fs.FileMode(0o644)
 	uid, gid := w.opts.UID, w.opts.GID
 	keepMode := false
@@ -576,6 +642,8 @@ func (w *Workspace) writeAtomic(p *resolved, data []byte) error {
 	}
 	fi, err := dir.Lstat(p.base)
 	switch {
+	case err == nil && !keep:
+		// Replaced whatever it is: RestoreFile removed all but a file.
 	case err == nil:
 		if err := checkType(p.display, fi, false, false); err != nil {
 			return err

@@ -14,9 +14,13 @@ import (
 
 // openDirs opens the directory dirs below the directory descriptor start,
 // one component at a time, never following a link and never blocking;
-// create makes missing directories, owned by owner (-1 leaves an id). The
-// caller closes the returned descriptor.
-func openDirs(start int, display string, dirs []string, create bool, owner [2]int) (int, error) {
+// create makes missing directories, owned by owner (-1 leaves an id);
+// repair (which implies create) also removes, without following, a
+// component that is a link, FIFO, file or anything else but a directory,
+// and makes the directory in its place. The caller closes the returned
+// descriptor.
+func openDirs(start int, display string, dirs []string, create, repair bool, owner [2]int) (int, error) {
+	create = create || repair
 	cur := start
 	closeCur := func() {
 		if cur != start {
@@ -25,6 +29,14 @@ func openDirs(start int, display string, dirs []string, create bool, owner [2]in
 	}
 	for _, comp := range dirs {
 		next, err := openDirAt(cur, comp)
+		if repair && (errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR)) {
+			// unlinkat never follows a link: the link itself goes.
+			if uerr := syscall.Unlinkat(cur, comp); uerr != nil && !errors.Is(uerr, syscall.ENOENT) {
+				closeCur()
+				return -1, fmt.Errorf("%s: remove %q, which is not a directory: %w", display, comp, uerr)
+			}
+			err = syscall.ENOENT
+		}
 		if create && errors.Is(err, syscall.ENOENT) {
 			if err := mkdirAt(cur, comp, owner); err != nil {
 				closeCur()

@@ -40,9 +40,19 @@ type Sandbox struct {
 	// and AssistantID per request. Spec.Timeout also bounds the request
 	// from the lease to the Next hook.
 	Spec executor.Spec
-	// Files are placed in the workspace before every run, by relative name
-	// (the assistant's skills under .claude/skills/<name>/...).
+	// Files are placed in the workspace before every run, by relative name.
+	// Each is restored over whatever the agent left in its way (a link, a
+	// FIFO, a directory: see executor.Workspace.RestoreFile), but the agent
+	// can change them during the run and the next run reads what it left
+	// beside them: settings and skills belong in HomeFiles.
 	Files map[string][]byte
+	// HomeFiles are placed in the agent's HOME before every run, by name
+	// relative to it (the assistant's skills under
+	// .claude/skills/<name>/..., where Claude Code reads user skills).
+	// HOME lives as long as the container, so nothing the agent changes
+	// there reaches a later run, and the runner loads settings from there
+	// only (claude: --setting-sources=user).
+	HomeFiles map[string][]byte
 	// Home is the agent's HOME inside the container ("/home/agent" when
 	// empty): per run, since the container is per run.
 	Home string

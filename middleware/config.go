@@ -11,8 +11,9 @@ import (
 	"github.com/agentbox/agentbox/jsapi"
 )
 
-// DefaultSkillsDir is where an assistant's skills are placed in the
-// workspace: Claude Code discovers them there.
+// DefaultSkillsDir is where an assistant's skills are placed, relative to
+// the agent's HOME (Sandbox.HomeFiles): Claude Code reads user skills there
+// ($CLAUDE_CONFIG_DIR/skills), outside the workspace the agent writes.
 const DefaultSkillsDir = ".claude/skills"
 
 // ConfigOptions configure CatalogFromConfig.
@@ -25,8 +26,8 @@ type ConfigOptions struct {
 	// routes it through the in-container helper); nil keeps the servers as
 	// declared.
 	MCP config.MCPTransform
-	// SkillsDir is where skills go in the workspace (DefaultSkillsDir when
-	// empty).
+	// SkillsDir is where skills go, relative to the agent's HOME
+	// (DefaultSkillsDir when empty).
 	SkillsDir string
 }
 
@@ -115,7 +116,7 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 		errs = append(errs, err)
 	}
 	if len(files) > 0 {
-		s.Files = files
+		s.HomeFiles = files
 	}
 	if s.Run.MCPConfig, err = ca.MCPConfig(o.MCP); err != nil {
 		errs = append(errs, fmt.Errorf("mcp: %w", err))

@@ -78,7 +78,7 @@ func TestCatalogFromConfig(t *testing.T) {
 	assert.Equal(t, "cur-key", pair.Sandbox.Connector.Key)
 
 	var files []string
-	for name := range sb.Files {
+	for name := range sb.HomeFiles {
 		files = append(files, name)
 	}
 	sort.Strings(files)

@@ -57,7 +57,7 @@ func newE2E(t *testing.T, h hooks.Hooks) *e2e {
 		Runner: "claude",
 		Spec: executor.Spec{Image: img, Timeout: 3 * time.Minute, MemoryBytes: 1 << 30, CPUs: 1, PidsLimit: 256,
 			Network: "none", LeaseWait: 30 * time.Second},
-		Files:        map[string][]byte{".claude/skills/greet/SKILL.md": []byte("---\nname: greet\ndescription: Greets the user by name.\n---\n\nSay hello.\n")},
+		HomeFiles:    map[string][]byte{".claude/skills/greet/SKILL.md": []byte("---\nname: greet\ndescription: Greets the user by name.\n---\n\nSay hello.\n")},
 		Run:          executor.RunRequest{Model: "claude-sonnet-4-6", Arguments: map[string]any{"permission_mode": "acceptEdits", "max_turns": 10}},
 		StallTimeout: time.Minute,
 		Connector:    middleware.Connector{Upstream: env.api.URL, Key: connectorKey},

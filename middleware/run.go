@@ -364,17 +364,38 @@ func (r *run) teardown(ctx context.Context) {
 	_ = r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxClosed})
 }
 
-// workspace places the assistant's files in the workspace.
+// workspace places the assistant's files in the workspace and its home
+// files (skills) in HOME.
 func (r *run) workspace(ctx context.Context) error {
 	t0 := time.Now()
 	defer func() { r.t.Workspace = time.Since(t0) }()
-	return r.writeFiles(ctx, r.a.Sandbox.Files, "the assistant's file")
+	if err := r.writeFiles(ctx, r.a.Sandbox.Files, "the assistant's file"); err != nil {
+		return err
+	}
+	if err := executor.PlaceHomeFiles(ctx, r.sb, r.home(), r.a.Sandbox.HomeFiles); err != nil {
+		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the assistant's skills could not be placed in the sandbox's HOME; the gateway's log has the details"))
+	}
+	return nil
 }
 
-// writeFiles writes files into the workspace in name order.
+// home is the agent's HOME inside the container.
+func (r *run) home() string {
+	if r.a.Sandbox.Home != "" {
+		return r.a.Sandbox.Home
+	}
+	return DefaultHome
+}
+
+// writeFiles writes host-owned files into the workspace in name order,
+// restoring each over whatever the agent left in its way when the sandbox
+// can (executor.Restorer), so that a planted link does not break the chat.
 func (r *run) writeFiles(ctx context.Context, files map[string][]byte, what string) error {
+	write := r.sb.WriteFile
+	if rs, ok := r.sb.(executor.Restorer); ok {
+		write = rs.RestoreFile
+	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
-		if err := r.sb.WriteFile(ctx, name, files[name]); err != nil {
+		if err := write(ctx, name, files[name]); err != nil {
 			return r.failure(ctx, err, Errorf(KindSandboxStart, err, "%s %q could not be written to the workspace", what, name))
 		}
 	}

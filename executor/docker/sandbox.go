@@ -85,6 +85,12 @@ func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte) error
 	return s.ws.WriteFile(ctx, name, data)
 }
 
+// RestoreFile writes a host-owned workspace file over whatever the agent
+// left in its way (executor.Workspace.RestoreFile).
+func (s *Sandbox) RestoreFile(ctx context.Context, name string, data []byte) error {
+	return s.ws.RestoreFile(ctx, name, data)
+}
+
 // ListDir lists a workspace directory from the host.
 func (s *Sandbox) ListDir(ctx context.Context, name string) ([]executor.FileInfo, error) {
 	return s.ws.ListDir(ctx, name)

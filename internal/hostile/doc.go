@@ -35,7 +35,7 @@
 //
 // Options customise the assistants (each starts as DefaultAssistant's
 // settings: Bash and the Skill tool allowed, acceptEdits, DefaultSkill in
-// its files), the executor (docker.Options), the model proxy
+// its HomeFiles), the executor (docker.Options), the model proxy
 // (middleware.ProxyRouterOptions) and the Orchestrator; Env.API is the
 // scripted server, whose recorded requests (headers, key, body) a test can
 // inspect beyond the per-turn slice in Result.Requests. The gateway's log is

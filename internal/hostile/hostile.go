@@ -36,9 +36,9 @@ const (
 	// none.
 	DefaultUser = "mallory"
 	DefaultChat = "1"
-	// DefaultSkill is the skill every assistant starts with (in its Files,
-	// as the config package places skills), so a test can check that
-	// skills still load.
+	// DefaultSkill is the skill every assistant starts with (in its
+	// HomeFiles, as CatalogFromConfig places skills), so a test can check
+	// that skills still load.
 	DefaultSkill = "hostile-probe"
 	// ConnectorKey is the connector's "real" key: only the host's model
 	// proxy holds it; the scripted server sees it on every forwarded call.
@@ -49,7 +49,8 @@ const (
 	DefaultAnswer = "hostile turn finished"
 )
 
-// DefaultSkillFile is DefaultSkill's SKILL.md, by workspace-relative name.
+// DefaultSkillFile is DefaultSkill's SKILL.md, by name relative to the
+// agent's HOME (Sandbox.HomeFiles, as package config's skills are placed).
 var DefaultSkillFile = ".claude/skills/" + DefaultSkill + "/SKILL.md"
 
 // Options configure an Env. The zero value runs one assistant,
@@ -110,7 +111,7 @@ type Env struct {
 // adapter. Each assistant starts as: runner claude, the sandbox image, a
 // 3-minute timeout, 1 GiB, 1 CPU, 256 pids, network none, a 2-minute lease
 // wait, a 1-minute stall timeout, model Model, permission_mode
-// acceptEdits, max_turns 40, DefaultSkill in Files, the scripted server as
+// acceptEdits, max_turns 40, DefaultSkill in HomeFiles, the scripted server as
 // connector with ConnectorKey; then Assistant.Configure runs.
 func New(t testing.TB, o Options) *Env {
 	t.Helper()
@@ -198,7 +199,7 @@ func (e *Env) defaultAssistant(id, img string) *middleware.Assistant {
 		Runner: "claude",
 		Spec: executor.Spec{Image: img, Timeout: 3 * time.Minute, MemoryBytes: 1 << 30, CPUs: 1, PidsLimit: 256,
 			Network: "none", LeaseWait: 2 * time.Minute},
-		Files: map[string][]byte{DefaultSkillFile: []byte("---\nname: " + DefaultSkill +
+		HomeFiles: map[string][]byte{DefaultSkillFile: []byte("---\nname: " + DefaultSkill +
 			"\ndescription: Answers with the word probe.\n---\n\nAnswer with the word probe.\n")},
 		Run:          executor.RunRequest{Model: Model, Arguments: map[string]any{"permission_mode": "acceptEdits", "max_turns": 40}},
 		StallTimeout: time.Minute,
