@@ -158,13 +158,13 @@ func longCommand(t *testing.T, sb *Sandbox, timeout time.Duration) <-chan error 
 // waitExec waits for Exec's outcome and returns it with the time since
 // the fault began; the command's own timeout is the bound that stops it
 // otherwise (plus the stop grace and call timeouts).
-func waitExec(t *testing.T, e *Executor, done <-chan error, timeout time.Duration, start time.Time) (error, time.Duration) {
+func waitExec(t *testing.T, e *Executor, done <-chan error, timeout time.Duration, start time.Time) (time.Duration, error) {
 	select {
 	case err := <-done:
-		return err, time.Since(start)
+		return time.Since(start), err
 	case <-time.After(timeout + e.o.StopGrace + 2*e.o.CallTimeout):
 		t.Fatalf("Exec did not return within its timeout %v", timeout)
-		return nil, 0
+		return 0, nil
 	}
 }
 
@@ -194,7 +194,7 @@ func TestFaultContainerRemovedMidRun(t *testing.T) {
 
 		fault := time.Now()
 		require.NoError(t, cli.ContainerRemove(context.Background(), sb.ID(), container.RemoveOptions{Force: true}))
-		err, took := waitExec(t, e, done, timeout, fault)
+		took, err := waitExec(t, e, done, timeout, fault)
 		t.Logf("exec ended %v after the removal began: %v", took, err)
 		require.Error(t, err)
 		assert.ErrorIs(t, err, executor.ErrSandboxGone)
@@ -228,7 +228,7 @@ func TestFaultDaemonRestartMidRun(t *testing.T) {
 		fault := time.Now()
 		proxy.down()
 		require.NoError(t, cli.ContainerRemove(context.Background(), sb.ID(), container.RemoveOptions{Force: true}))
-		err, took := waitExec(t, e, done, timeout, fault)
+		took, err := waitExec(t, e, done, timeout, fault)
 		t.Logf("exec ended %v after the daemon went away: %v", took, err)
 		require.Error(t, err)
 		assert.ErrorIs(t, err, executor.ErrSandboxGone)
@@ -268,7 +268,7 @@ func TestFaultDaemonAwayContainerSurvives(t *testing.T) {
 
 	fault := time.Now()
 	proxy.down()
-	err, took := waitExec(t, e, done, timeout, fault)
+	took, err := waitExec(t, e, done, timeout, fault)
 	t.Logf("exec ended %v after the daemon went away: %v", took, err)
 	assert.ErrorIs(t, err, executor.ErrSandboxGone)
 	assert.Contains(t, err.Error(), "stopped answering")

@@ -121,4 +121,8 @@ func TestTakeOverWaitsUntilGone(t *testing.T) {
 }
 
 // errConnFailed is the Docker client's error for a daemon it cannot reach.
-func errConnFailed() error { return client.ErrorConnectionFailed("unix:///nowhere.sock") }
+// The constructor is deprecated, and it is the only way to build the
+// client's own error type, which client.IsErrConnectionFailed checks for.
+func errConnFailed() error {
+	return client.ErrorConnectionFailed("unix:///nowhere.sock") //nolint:staticcheck // see above
+}

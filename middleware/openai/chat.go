@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/middleware"
@@ -25,7 +27,7 @@ const maxModelLen = 256
 // decodeChat reads and checks a chat completion request.
 // authUser, when not empty, is the authenticated user id, which wins.
 func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request, authUser string) (*middleware.Request, *middleware.Error) {
-	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	body, err := readBody(w, r, s.opts.MaxBodyBytes, s.opts.BodyTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -70,17 +72,37 @@ func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request, authUser str
 }
 
 // errBodyTooLarge marks a body over the cap, answered with 413.
-var errBodyTooLarge = errors.New("openai: request body too large")
+var (
+	errBodyTooLarge = errors.New("openai: request body too large")
+	errBodyTimeout  = errors.New("openai: request body too slow")
+)
 
 // readBody reads the body up to max bytes.
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *middleware.Error) {
+func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, *middleware.Error) {
+	rc := http.NewResponseController(w)
+	if timeout > 0 && rc.SetReadDeadline(time.Now().Add(timeout)) != nil {
+		timeout = 0 // the writer has no deadlines (a test recorder, say)
+	}
 	var buf bytes.Buffer
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, max))
+	if timeout > 0 && err == nil {
+		// The deadline is lifted once the body is in: the server's
+		// background read, which notices a client that goes away during
+		// the run, must not time out. After a failed read it stays, and
+		// the connection is closed after the error.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		return nil, middleware.Errorf(middleware.KindBadRequest, errBodyTooLarge,
 			"the request body is larger than %d bytes; shorten the conversation or raise the gateway's body limit", max)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The server must not wait for the rest of the body before it
+		// answers, as it does to keep a connection alive.
+		w.Header().Set("Connection", "close")
+		return nil, middleware.Errorf(middleware.KindBadRequest, errBodyTimeout,
+			"the request body did not arrive within %v of the headers; send it at once", timeout)
 	case err != nil:
 		return nil, badRequest("", "reading the request body failed: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 const (
 	DefaultMaxBodyBytes = 8 << 20
 	DefaultHeartbeat    = 15 * time.Second
+	DefaultBodyTimeout  = 30 * time.Second
 )
 
 // Options configure a Server. Handler is required.
@@ -31,6 +32,13 @@ type Options struct {
 	// MaxBodyBytes caps a request body (default DefaultMaxBodyBytes); a
 	// larger body is answered with 413.
 	MaxBodyBytes int64
+	// BodyTimeout bounds the read of a request body from the end of its
+	// headers (default DefaultBodyTimeout; negative: no bound), so that
+	// clients sending their bodies a byte at a time cannot hold
+	// connections and goroutines; a late body is answered with 408. The
+	// http.Server's ReadHeaderTimeout bounds the headers; its ReadTimeout
+	// must stay zero, since a run's stream lasts minutes.
+	BodyTimeout time.Duration
 	// Heartbeat is the idle time after which a stream gets an SSE comment
 	// to keep proxies from closing it (default DefaultHeartbeat; negative
 	// turns it off).
@@ -69,6 +77,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.BodyTimeout == 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = DefaultHeartbeat
@@ -133,8 +144,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	req, derr := s.decodeChat(w, r, authUser)
 	if derr != nil {
 		s.logFailure(id, derr)
-		if errors.Is(derr, errBodyTooLarge) {
+		switch {
+		case errors.Is(derr, errBodyTooLarge):
 			s.writeStatus(w, http.StatusRequestEntityTooLarge, derr)
+			return
+		case errors.Is(derr, errBodyTimeout):
+			s.writeStatus(w, http.StatusRequestTimeout, derr)
 			return
 		}
 		writeError(w, derr)

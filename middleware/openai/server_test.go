@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -606,4 +607,35 @@ func TestAuthenticate(t *testing.T) {
 		_ = resp.Body.Close()
 		assert.Equal(t, status, resp.StatusCode, "GET /v1/models with %s", key)
 	}
+}
+
+// TestSlowBodyTimesOut: a client that sends its body a byte at a time is
+// answered 408 once the body timeout passes, and its connection is let
+// go; a request whose body arrived in time keeps its connection for the
+// whole run, however long the run is.
+func TestSlowBodyTimesOut(t *testing.T) {
+	slowRun := middleware.HandlerFunc(func(ctx context.Context, _ *middleware.Request, emit middleware.Emit) (*middleware.Response, error) {
+		select {
+		case <-time.After(500 * time.Millisecond): // five body timeouts
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &middleware.Response{Content: "late but whole", FinishReason: executor.FinishStop}, nil
+	})
+	srv := serve(t, slowRun, func(o *openai.Options) { o.BodyTimeout = 100 * time.Millisecond })
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	_, err = fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", len(body))
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(30*time.Second))) // a backstop, not the assertion
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err, "the server answers while the body is still owed")
+	defer func() { _ = resp.Body.Close() }()
+	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+
+	got := post(t, srv, body)
+	require.Equal(t, http.StatusOK, got.StatusCode, "%s", got.Body)
+	assert.Contains(t, string(got.Body), "late but whole", "the body deadline does not cut the run")
 }

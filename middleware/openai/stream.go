@@ -184,8 +184,9 @@ func (st *stream) line(b []byte) error {
 
 // keepAlive is the heartbeat: one SSE comment line with no blank line
 // after it. A blank line ends an event, and parsers that dispatch on it
-// whatever the event holds (openai-go's ssestream, v1 and v3) hand their
-// caller an event with empty data, which fails as JSON. Without the blank
+// whatever the event holds (openai-go's ssestream in v1; v3 skips empty
+// events) hand their caller an event with empty data, which fails as
+// JSON. Without the blank
 // line the comment belongs to the next event, and every parser ignores
 // comment lines (openai-go, the openai npm package's SSEDecoder,
 // eventsource-parser under the Vercel AI SDK, curl).
@@ -195,7 +196,10 @@ const keepAlive = ": keep-alive\n"
 // proxies do not close it while a container starts or a tool runs. Events
 // are written whole under st.mu, so the comment never splits one.
 func (st *stream) heartbeat(d time.Duration) {
-	t := time.NewTicker(d)
+	// A timer due d after the last write: a ticker of period d would see
+	// a little less than d of idleness on every other tick and skip it,
+	// leaving gaps of 2d.
+	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
 		select {
@@ -203,7 +207,8 @@ func (st *stream) heartbeat(d time.Duration) {
 			return
 		case <-t.C:
 			st.mu.Lock()
-			if st.failed == nil && st.s.now().Sub(st.lastSend) >= d {
+			idle := st.s.now().Sub(st.lastSend)
+			if st.failed == nil && idle >= d {
 				if _, err := st.w.Write([]byte(keepAlive)); err == nil {
 					err = st.rc.Flush()
 					if err != nil {
@@ -213,8 +218,10 @@ func (st *stream) heartbeat(d time.Duration) {
 					st.failed = fmt.Errorf("openai: the client went away: %w", err)
 				}
 				st.lastSend = st.s.now()
+				idle = 0
 			}
 			st.mu.Unlock()
+			t.Reset(max(d-idle, time.Millisecond))
 		}
 	}
 }
