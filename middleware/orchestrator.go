@@ -329,3 +329,9 @@ func (o *Orchestrator) Wrap(next Handler) Handler {
 }
 
 var _ Middleware = (*Orchestrator)(nil).Wrap
+
+// Handler is the Orchestrator as a terminal Handler: sandboxed assistants
+// are answered, every other request fails with KindNotFound. It suits
+// adapters that route only sandboxed requests to agentbox (see
+// middleware/openai.Middleware).
+func (o *Orchestrator) Handler() Handler { return o.Wrap(UnknownAssistant) }

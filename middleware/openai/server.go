@@ -51,6 +51,12 @@ type Options struct {
 	// that authenticates the client and sets or strips them: the user id
 	// selects the workspace.
 	Authenticate func(r *http.Request) (userID string, err error)
+	// Next, when set, is the gateway's own handler behind the adapter (see
+	// Middleware): chat completions for anything but a sandboxed assistant
+	// of Catalog, and every other path, reach it unchanged; GET /v1/models
+	// lists its models after the catalog's. Without it, the adapter
+	// answers everything itself and unknown paths get 404.
+	Next http.Handler
 	// OwnedBy is the owned_by of the listed models (default "agentbox").
 	OwnedBy string
 	// Logger receives one line per failed request (default: discarded).
@@ -97,10 +103,14 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("/v1/chat/completions", s.chatCompletions)
 	s.mux.HandleFunc("/v1/models", s.models)
 	s.mux.HandleFunc("/v1/models/{id}", s.models)
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &middleware.Error{Kind: middleware.KindNotFound, Message: "no route for " + r.Method + " " + r.URL.Path +
-			"; this endpoint serves POST /v1/chat/completions and GET /v1/models"})
-	})
+	if opts.Next != nil {
+		s.mux.Handle("/", opts.Next)
+	} else {
+		s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, &middleware.Error{Kind: middleware.KindNotFound, Message: "no route for " + r.Method + " " + r.URL.Path +
+				"; this endpoint serves POST /v1/chat/completions and GET /v1/models"})
+		})
+	}
 	return s, nil
 }
 
@@ -121,6 +131,10 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Next != nil && (r.Method != http.MethodPost || !s.ours(r)) {
+		s.opts.Next.ServeHTTP(w, r)
+		return
+	}
 	if r.Method != http.MethodPost {
 		methodNotAllowed(w, r, http.MethodPost)
 		return
@@ -267,17 +281,26 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	for _, a := range list {
 		data = append(data, model{ID: a.ID, Object: "model", OwnedBy: s.opts.OwnedBy, Name: a.Name, Sandbox: a.Sandbox != nil})
 	}
-	w.Header().Set("Content-Type", "application/json")
 	id := r.PathValue("id")
 	if id == "" {
+		w.Header().Set("Content-Type", "application/json")
+		if s.opts.Next != nil {
+			_ = json.NewEncoder(w).Encode(mergedList{Object: "list", Data: mergeModels(data, s.nextModels(r.Context(), r))})
+			return
+		}
 		_ = json.NewEncoder(w).Encode(modelList{Object: "list", Data: data})
 		return
 	}
 	for _, m := range data {
 		if m.ID == id {
+			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(m)
 			return
 		}
+	}
+	if s.opts.Next != nil {
+		s.opts.Next.ServeHTTP(w, r)
+		return
 	}
 	e := middleware.Errorf(middleware.KindNotFound, nil, "the model %q does not exist; GET /v1/models lists the assistants", id)
 	e.Param = "model"

@@ -192,6 +192,13 @@ type modelList struct {
 	Data   []model `json:"data"`
 }
 
+// mergedList is modelList with the next handler's entries kept as they
+// are.
+type mergedList struct {
+	Object string            `json:"object"`
+	Data   []json.RawMessage `json:"data"`
+}
+
 type model struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`

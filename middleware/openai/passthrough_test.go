@@ -1,0 +1,116 @@
+package openai_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/openai"
+)
+
+// ownGateway is a gateway's own handler: it serves chat completions for
+// its models and its model list, and records what it got.
+type ownGateway struct {
+	bodies [][]byte
+	paths  []string
+}
+
+func (g *ownGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	g.bodies = append(g.bodies, b)
+	g.paths = append(g.paths, r.Method+" "+r.URL.Path)
+	switch r.URL.Path {
+	case "/v1/models":
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"gpt-own","object":"model","owned_by":"gateway","extra":1},{"id":"coder","object":"model","owned_by":"gateway"}]}`)
+	case "/v1/chat/completions":
+		_, _ = io.WriteString(w, `{"own":true}`)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func TestMiddlewarePassesEverythingElseThrough(t *testing.T) {
+	own := &ownGateway{}
+	sandboxed := 0
+	h := middleware.HandlerFunc(func(_ context.Context, req *middleware.Request, emit middleware.Emit) (*middleware.Response, error) {
+		sandboxed++
+		_ = emit(executor.Event{Kind: executor.EventText, Text: "from the sandbox"})
+		return &middleware.Response{Content: "from the sandbox", FinishReason: executor.FinishStop}, nil
+	})
+	cat, err := middleware.NewCatalog(
+		&middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{Runner: "scripted"}},
+		&middleware.Assistant{ID: "qa"})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/", openai.Middleware(openai.Options{Handler: h, Catalog: cat})(own))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	do := func(method, path, body string) (int, string) {
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	code, got := do("POST", "/v1/chat/completions", `{"model":"coder","messages":[{"role":"user","content":"hi"}],"user":"alice:1"}`)
+	assert.Equal(t, 200, code, got)
+	assert.Contains(t, got, "from the sandbox")
+	assert.Equal(t, 1, sandboxed)
+	assert.Empty(t, own.bodies, "a sandboxed request never reaches the gateway's handler")
+
+	// Plain requests reach the gateway byte for byte: odd spacing, a
+	// plain assistant of the catalog, unknown models, no model, a body
+	// that is not JSON, a large body.
+	large := `{"model":"gpt-own","messages":[{"role":"user","content":"` + strings.Repeat("x", 9<<20) + `"}]}`
+	plain := []string{
+		`{ "model" : "gpt-own",  "messages":[{"role":"user","content":"hi"}], "stream":true }`,
+		`{"model":"qa","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"nobody","messages":[]}`,
+		`{"messages":[]}`,
+		`not json at all`,
+		large,
+	}
+	for i, b := range plain {
+		code, got := do("POST", "/v1/chat/completions", b)
+		assert.Equal(t, 200, code)
+		assert.Equal(t, `{"own":true}`, got)
+		require.Len(t, own.bodies, i+1)
+		assert.True(t, bytes.Equal([]byte(b), own.bodies[i]), "request %d reaches the gateway unchanged", i)
+	}
+	assert.Equal(t, 1, sandboxed)
+
+	code, got = do("GET", "/v1/models", "")
+	assert.Equal(t, 200, code)
+	var list struct {
+		Data []map[string]any `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(got), &list), got)
+	ids := map[string]map[string]any{}
+	for _, m := range list.Data {
+		ids[m["id"].(string)] = m
+	}
+	assert.Len(t, list.Data, 3, "coder, qa and the gateway's gpt-own; coder once: %s", got)
+	assert.Equal(t, true, ids["coder"]["sandbox"], "the catalog's entry wins")
+	assert.Equal(t, float64(1), ids["gpt-own"]["extra"], "the gateway's entries are kept as they are")
+
+	code, _ = do("GET", "/v1/models/gpt-own", "")
+	assert.Equal(t, 404, code, "a model id the catalog does not have is the gateway's to answer")
+	assert.Equal(t, "GET /v1/models/gpt-own", own.paths[len(own.paths)-1])
+	code, _ = do("GET", "/v1/embeddings", "")
+	assert.Equal(t, 404, code)
+	assert.Equal(t, "GET /v1/embeddings", own.paths[len(own.paths)-1], "other paths reach the gateway")
+}
