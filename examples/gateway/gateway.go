@@ -68,12 +68,13 @@ type Gateway struct {
 	// Config is the loaded gateway directory.
 	Config *config.Gateway
 
-	log   hclog.Logger
-	orch  *middleware.Orchestrator
-	srv   *http.Server
-	done  chan error
-	close sync.Once
-	err   error
+	log     hclog.Logger
+	orch    *middleware.Orchestrator
+	catalog middleware.Catalog
+	srv     *http.Server
+	done    chan error
+	close   sync.Once
+	err     error
 }
 
 // Start loads the gateway directory, opens Docker, and serves HTTP. What
@@ -102,6 +103,7 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 	if err != nil {
 		return g, fmt.Errorf("assistants in %s: %w", o.Dir, err)
 	}
+	g.catalog = cat
 	tools := mcphost.New(mcphost.Options{Logger: g.log.Named("tools")})
 	if err := registerTools(tools); err != nil {
 		return g, err
