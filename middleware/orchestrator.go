@@ -11,6 +11,8 @@ import (
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Options.
@@ -57,6 +59,12 @@ type Options struct {
 	// ExitGrace is how long the agent CLI may take to exit after its final
 	// result line before it is killed (default DefaultExitGrace).
 	ExitGrace time.Duration
+	// MeterProvider and TracerProvider receive the middleware's metrics
+	// and spans (default: OpenTelemetry's global providers, which discard
+	// them until the program installs an SDK). See the package
+	// documentation for the names.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 	// Admission bounds the sandboxed requests in flight and queues the
 	// rest fairly across users (the zero value derives its bounds from
 	// this machine; see Admission).
@@ -75,6 +83,7 @@ type Orchestrator struct {
 	memory  *hooks.ChatMemory
 	leases  *leases
 	adm     *admission // nil: admission control is off
+	tel     *telemetry
 
 	// cleanups undo what provisioning did, in reverse order.
 	cleanups []func() error
@@ -147,6 +156,11 @@ func (o *Orchestrator) configure() error {
 	if !o.opts.Admission.Off {
 		o.adm = newAdmission(o.opts.Admission)
 	}
+	tel, err := newTelemetry(o)
+	if err != nil {
+		return fmt.Errorf("middleware: create the metrics: %w", err)
+	}
+	o.tel = tel
 	o.memory = o.opts.ChatMemory
 	if o.memory == nil {
 		o.memory = hooks.NewChatMemory(0, 0, 0)

@@ -42,6 +42,7 @@ type run struct {
 	hc    *hooks.Context
 	// phase is the last phase the request entered, for its outcome line.
 	phase string
+	tr    runTrace
 
 	emitMu   sync.Mutex
 	emit     Emit
@@ -64,6 +65,7 @@ func (r *run) send(ev executor.Event) error {
 	if r.emitErr != nil {
 		return r.emitErr
 	}
+	r.traceEvent(ev)
 	if err := r.emit(ev); err != nil {
 		r.emitErr = &emitError{err}
 		return r.emitErr
@@ -102,30 +104,32 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	if id := RequestID(ctx); id != "" {
 		r.log = r.log.With("request", id)
 	}
+	ctx = r.startTrace(ctx)
 	defer func() {
 		r.t.Total = time.Since(start)
 		if resp != nil {
 			resp.Timings = r.t
 		}
 		r.logDone(err)
+		r.record(resp, err)
 	}()
 
 	// The queue's deadline counts from arrival: the lease wait is part of
 	// the wait, not on top of it.
 	deadline := start.Add(o.opts.Admission.withDefaults().MaxWait)
-	r.phase = "lease"
+	r.enter("lease")
 	release, err := r.lease(ctx, deadline)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	r.phase = "queue"
+	r.enter("queue")
 	free, err := r.admit(ctx, deadline)
 	if err != nil {
 		return nil, err
 	}
 	defer free() // after the teardown below: the slot covers the container
-	r.phase = "container_start"
+	r.enter("container_start")
 	err = r.start(ctx)
 	if r.sb != nil {
 		defer r.teardown(ctx)
@@ -133,16 +137,16 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	if err != nil {
 		return nil, err
 	}
-	r.phase = "workspace"
+	r.enter("workspace")
 	if err := r.workspace(ctx); err != nil {
 		return nil, err
 	}
-	r.phase = "create_hook"
+	r.enter("create_hook")
 	messages, err := r.createHook(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r.phase = "agent"
+	r.enter("agent")
 	comp, runErr := r.agent(ctx, runner, messages)
 	return r.finish(ctx, comp, runErr)
 }
@@ -280,6 +284,7 @@ func (r *run) start(ctx context.Context) error {
 		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox could not start; the gateway's log has the details"))
 	}
 	r.sb = sb
+	r.o.tel.live.Add(1)
 	r.log.Debug("sandbox ready", "id", sb.ID(), "took", r.t.ContainerStart)
 	if r.o.models != nil && !r.a.Sandbox.DirectModel {
 		route, err := r.o.models.Open(ctx, sb, r.a)
@@ -345,6 +350,10 @@ func (r *run) toolEvent(ev mcphost.CallEvent) {
 // cannot cancel, bounded by TeardownTimeout.
 func (r *run) teardown(ctx context.Context) {
 	t0 := time.Now()
+	r.endPhase()
+	_, span := r.o.tel.tracer.Start(r.tr.ctx, "agentbox.teardown")
+	defer span.End()
+	defer r.o.tel.live.Add(-1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.opts.TeardownTimeout)
 	defer cancel()
 	if r.tools != nil {
@@ -444,7 +453,7 @@ func (r *run) finish(ctx context.Context, comp *executor.Completion, runErr erro
 	}
 	final := comp
 	if r.a.Hooks != nil && r.a.Hooks.HasNext() && ctx.Err() == nil {
-		r.phase = "next_hook"
+		r.enter("next_hook")
 		t0 := time.Now()
 		final, runErr = hooks.RunNext(ctx, r.a.Hooks, r.hc, comp, runErr)
 		r.t.NextHook = time.Since(t0)

@@ -54,6 +54,9 @@ type Options struct {
 	// Admission bounds the sandboxes at once and queues the rest (the zero
 	// value derives the bounds from this machine).
 	Admission middleware.Admission
+	// OTLPEndpoint, when set (http://host:4318), receives the traces over
+	// OTLP/HTTP. Metrics are always served on /metrics.
+	OTLPEndpoint string
 }
 
 // Gateway is the running example gateway: the OpenAI-compatible adapter
@@ -71,6 +74,7 @@ type Gateway struct {
 	log     hclog.Logger
 	orch    *middleware.Orchestrator
 	catalog middleware.Catalog
+	tel     *telemetry
 	srv     *http.Server
 	done    chan error
 	close   sync.Once
@@ -104,6 +108,9 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		return g, fmt.Errorf("assistants in %s: %w", o.Dir, err)
 	}
 	g.catalog = cat
+	if g.tel, err = newTelemetry(o.OTLPEndpoint); err != nil {
+		return g, err
+	}
 	tools := mcphost.New(mcphost.Options{Logger: g.log.Named("tools")})
 	if err := registerTools(tools); err != nil {
 		return g, err
@@ -119,8 +126,10 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		NewModelRouter: func(_ context.Context, log hclog.Logger) (middleware.ModelRouter, error) {
 			return middleware.NewProxyRouter(middleware.ProxyRouterOptions{Logger: log.Named("model")}), nil
 		},
-		Logger:    g.log.Named("agentbox"),
-		Admission: o.Admission,
+		Logger:         g.log.Named("agentbox"),
+		Admission:      o.Admission,
+		MeterProvider:  g.tel.meters,
+		TracerProvider: g.tel.tracers,
 	})
 	if err != nil {
 		return g, err
@@ -135,7 +144,10 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		return g, fmt.Errorf("listen on %s: %w; pass another -addr", o.Addr, err)
 	}
 	g.URL = "http://" + ln.Addr().String()
-	g.srv = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", g.tel.metrics())
+	mux.Handle("/", api)
+	g.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { g.done <- g.srv.Serve(ln) }()
 	ids := slices.Sorted(maps.Keys(g.Config.Assistants))
 	g.log.Info("gateway listening", "url", g.URL, "assistants", strings.Join(ids, ","), "data", o.DataDir)
@@ -242,6 +254,11 @@ func (g *Gateway) Close() error {
 		}
 		if g.Model != nil {
 			g.Model.Close()
+		}
+		if g.tel != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			errs = append(errs, g.tel.close(ctx))
 		}
 		g.err = errors.Join(errs...)
 	})
