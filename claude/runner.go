@@ -362,6 +362,10 @@ func environment(req executor.RunRequest, args Arguments) []string {
 		"DISABLE_BUG_COMMAND=1",
 		"CLAUDE_CODE_DISABLE_TERMINAL_TITLE=1",
 		"CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1",
+		// The CLI may start its first model call before its MCP servers
+		// are connected; on a loaded machine the gateway's tools were then
+		// missing from the tool list. "0" makes it wait for them.
+		"MCP_CONNECTION_NONBLOCKING=0",
 	}
 	if args.PermissionMode == "bypassPermissions" {
 		// The CLI refuses bypass mode as root unless told it runs in a

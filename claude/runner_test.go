@@ -102,6 +102,7 @@ func TestInvocationDefaults(t *testing.T) {
 		"DISABLE_BUG_COMMAND":                          "1",
 		"CLAUDE_CODE_DISABLE_TERMINAL_TITLE":           "1",
 		"CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD": "1",
+		"MCP_CONNECTION_NONBLOCKING":                   "0",
 	}, env, "the environment is built from scratch")
 }
 
