@@ -1,6 +1,7 @@
 package modelproxy
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"slices"
@@ -207,7 +208,7 @@ func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
 		if members > 0 {
 			text += ","
 		}
-		at := strings.IndexByte(doc.Raw, '{') + 1
+		at := bytes.IndexByte(body, '{') + 1 // the object's own brace: only whitespace precedes it
 		edits = append(edits, edit{start: at, end: at, text: text})
 	}
 	slices.SortFunc(edits, func(a, b edit) int { return a.start - b.start })

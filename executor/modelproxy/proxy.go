@@ -180,7 +180,8 @@ func (p *Proxy) Serve(ln net.Listener) error {
 		p.mu.Unlock()
 		return errors.New("modelproxy: serve after close")
 	}
-	srv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
+	// "OPTIONS *" would otherwise be answered by net/http itself.
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, DisableGeneralOptionsHandler: true}
 	p.srv = srv
 	p.mu.Unlock()
 	err := srv.Serve(ln)
