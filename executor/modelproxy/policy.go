@@ -145,7 +145,7 @@ func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
 		return nil, badRequest("the request body is not a JSON object")
 	}
 	seen := map[string]bool{}
-	var model, maxTokens gjson.Result
+	var model, maxTokens, stream gjson.Result
 	var f *refusal
 	members := 0
 	doc.ForEach(func(k, v gjson.Result) bool {
@@ -171,6 +171,8 @@ func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
 			model = v
 		case key == "max_tokens":
 			maxTokens = v
+		case key == "stream":
+			stream = v
 		}
 		seen[key] = true
 		return f == nil
@@ -180,7 +182,7 @@ func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
 	}
 	var edits []edit
 	var inserts []string
-	out := &shaped{model: model.String(), stream: doc.Get("stream").Bool()}
+	out := &shaped{model: model.String(), stream: stream.Bool()}
 	switch want := p.opts.Model; {
 	case model.Type == gjson.String && (model.Str == want || slices.Contains(p.opts.AllowedModels, model.Str)):
 	case want == "" && len(p.opts.AllowedModels) > 0:

@@ -88,7 +88,11 @@ func rawDo(t *testing.T, sock, method, target string, hdr map[string]string, bod
 	return resp, string(out)
 }
 
-func serveSock(t *testing.T, p *Proxy) string {
+func serveSock(t *testing.T, p *Proxy) string { return serveSockB(t, p) }
+
+// serveSockB serves p on a unix socket in a temporary directory until the
+// test or benchmark ends.
+func serveSockB(t testing.TB, p *Proxy) string {
 	sock := filepath.Join(t.TempDir(), "model.sock")
 	ln, err := net.Listen("unix", sock)
 	require.NoError(t, err)

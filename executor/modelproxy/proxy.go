@@ -467,6 +467,24 @@ func (b *pieceReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// WriteTo lets the transport write the pieces without copying them.
+func (b *pieceReader) WriteTo(w io.Writer) (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var n int64
+	for len(b.pieces) > 0 {
+		c, err := w.Write(b.pieces[0])
+		n += int64(c)
+		if b.pieces[0] = b.pieces[0][c:]; len(b.pieces[0]) == 0 {
+			b.pieces = b.pieces[1:]
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 func (b *pieceReader) Close() error {
 	b.mu.Lock()
 	b.pieces = nil
