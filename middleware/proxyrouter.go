@@ -77,8 +77,12 @@ type ProxyRouterOptions struct {
 // (executor/docker with Options.HelperBinary or UseImageHelper): for each
 // run it serves a modelproxy.Proxy on {HostDir}/model.sock, which the
 // helper relays the agent's loopback connections to, with a fresh
-// per-request token in place of the connector's key. It is safe for
-// concurrent use.
+// per-request token in place of the connector's key. The proxy forwards
+// only the Messages endpoints, pins the connector's model, caps max_tokens
+// and enforces the request's budget (DefaultBudget unless overridden); all
+// the router's proxies share one body byte budget. Refusals are logged at
+// WARN with the assistant, sandbox and request id (the run's own lines tie
+// the request id to user and chat). It is safe for concurrent use.
 type ProxyRouter struct {
 	opts   ProxyRouterOptions
 	log    hclog.Logger
