@@ -24,6 +24,39 @@ const (
 	allowedQuery    = "beta=true"
 )
 
+// maxJSONDepth bounds the nesting of a request body. gjson validates
+// recursively: a 30 MiB body of "[" nesting 15 million deep overflows the
+// goroutine stack, a fatal error that takes the whole gateway down.
+const maxJSONDepth = 512
+
+// jsonDepthOK reports whether b nests arrays and objects at most max deep,
+// in one pass that skips strings.
+func jsonDepthOK(b []byte, max int) bool {
+	depth, inStr, esc := 0, false, false
+	for _, c := range b {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '[' || c == '{':
+			if depth++; depth > max {
+				return false
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return true
+}
+
 // DefaultMaxOutputTokens caps a call's max_tokens when
 // Options.MaxOutputTokens is 0; Claude Code 2.1.197 sends 32000.
 const DefaultMaxOutputTokens = 32000
@@ -135,6 +168,9 @@ type shaped struct {
 // spliced in. Invalid JSON and duplicate top-level keys are refused, so
 // the proxy and the upstream cannot read different values from one body.
 func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
+	if !jsonDepthOK(body, maxJSONDepth) {
+		return nil, badRequest("the request body nests deeper than %d levels", maxJSONDepth)
+	}
 	if !gjson.ValidBytes(body) {
 		return nil, badRequest("the request body is not valid JSON")
 	}

@@ -291,6 +291,8 @@ func TestBodyPolicy(t *testing.T) {
 		"web_fetch server tool":     {body: `{"model":"x","messages":[],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}`, status: 400, wantInMessage: "web_fetch"},
 		"invalid JSON":              {body: `{"model":"x",`, status: 400, wantInMessage: "not valid JSON"},
 		"trailing garbage":          {body: `{"model":"x"} {"model":"y"}`, status: 400, wantInMessage: "not valid JSON"},
+		"nested too deep":           {body: `{"model":"x","messages":` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}`, status: 400, wantInMessage: "nests deeper than 512"},
+		"deep inside a string":      {body: `{"model":"x","max_tokens":1,"messages":[{"role":"user","content":"` + strings.Repeat("[{", 5000) + `\" ]"}]}`, status: 200, model: pinned, maxTokens: "1"},
 		"array body":                {body: `[{"model":"x"}]`, status: 400, wantInMessage: "not a JSON object"},
 		"client tools pass through": {body: `{"model":"x","max_tokens":5,"messages":[],"tools":[{"name":"Bash","input_schema":{}}]}`, status: 200, model: pinned, maxTokens: "5"},
 	} {
@@ -338,4 +340,57 @@ func TestAllowlistWithoutPin(t *testing.T) {
 	assert.Empty(t, rec.take())
 	resp, _ = rawDo(t, sock, "POST", PathMessages, map[string]string{"X-Api-Key": testToken}, `{"model":"a","max_tokens":1}`)
 	assert.Equal(t, 200, resp.StatusCode)
+}
+
+// TestDeepNestingDoesNotCrash: a 30 MiB body nesting "[" 15 million deep
+// (which overflows the stack of gjson's recursive validator, a fatal error
+// for the whole process) is refused by the depth scan first.
+func TestDeepNestingDoesNotCrash(t *testing.T) {
+	rec := newRecorder(t)
+	p := newProxy(t, rec.URL, nil)
+	sock := serveSock(t, p)
+	const n = 15 << 20
+	body := `{"messages":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`
+	resp, got := rawDo(t, sock, "POST", PathMessages, map[string]string{"X-Api-Key": testToken}, body)
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, got, "nests deeper")
+	assert.Empty(t, rec.take())
+}
+
+// TestSmuggledRequestsAreCheckedToo: a second request hidden after the
+// declared body on the same connection, and a request with both
+// Content-Length and Transfer-Encoding, meet the same checks.
+func TestSmuggledRequestsAreCheckedToo(t *testing.T) {
+	rec := newRecorder(t)
+	p := newProxy(t, rec.URL, nil)
+	sock := serveSock(t, p)
+	body := `{"model":"m","max_tokens":1}`
+	conn, err := net.Dial("unix", sock)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	_, err = fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Length: %d\r\n\r\n%s"+
+		"GET /v1/files HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\n\r\n", testToken, len(body), body, testToken)
+	require.NoError(t, err)
+	br := bufio.NewReader(conn)
+	first, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, first.Body)
+	second, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, first.StatusCode)
+	assert.Equal(t, http.StatusForbidden, second.StatusCode)
+	reached := rec.take()
+	require.Len(t, reached, 1)
+	assert.Equal(t, "POST /v1/messages", reached[0].Method+" "+reached[0].URI)
+
+	conn2, err := net.Dial("unix", sock)
+	require.NoError(t, err)
+	defer func() { _ = conn2.Close() }()
+	_, err = fmt.Fprintf(conn2, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", testToken, len(body), body)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn2), nil)
+	require.NoError(t, err)
+	assert.NotEqual(t, http.StatusOK, resp.StatusCode, "both framings: refused (net/http or the proxy)")
+	t.Logf("Content-Length with Transfer-Encoding: %d", resp.StatusCode)
+	assert.Empty(t, rec.take())
 }
