@@ -139,3 +139,24 @@ func TestSlowBodyGivesBackItsReservation(t *testing.T) {
 	require.Eventually(t, func() bool { return bodies.Held() == 0 }, 10*time.Second, 10*time.Millisecond, "the stalled body is dropped")
 	assert.Empty(t, rec.take())
 }
+
+// TestWaitEndsAtWallTime: a call queued behind the sandbox's concurrency
+// bound is answered with the budget refusal when the wall time runs out,
+// not left waiting.
+func TestWaitEndsAtWallTime(t *testing.T) {
+	up := newUpstream(t)
+	up.release = make(chan struct{}) // never released: the first call holds the slot
+	p := newProxy(t, up.URL, func(o *Options) { o.MaxConcurrent = 1; o.Budget.MaxDuration = 500 * time.Millisecond })
+	c := unixClient(serveSock(t, p))
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		_, _ = post(t, c, map[string]string{"X-Api-Key": testToken}, `{"stream":true}`)
+	}()
+	require.Eventually(t, func() bool { return up.hits.Load() == 1 }, 5*time.Second, time.Millisecond)
+	status, body := post(t, c, map[string]string{"X-Api-Key": testToken}, jsonReq)
+	assert.Equal(t, http.StatusForbidden, status, body)
+	assert.Contains(t, body, "wall time")
+	assert.Equal(t, int64(1), up.hits.Load(), "the queued call never reached the upstream")
+	<-first
+}

@@ -303,18 +303,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, f)
 		return
 	}
+	// Waiting for a slot or for bytes ends with the client, the wall-time
+	// budget or Close.
+	wait, cancelWait := context.WithCancel(r.Context())
+	defer cancelWait()
+	defer context.AfterFunc(p.ctx, cancelWait)()
 	select {
 	case p.slots <- struct{}{}:
 		defer func() { <-p.slots }()
-	case <-r.Context().Done():
-		return
-	case <-p.ctx.Done():
-		p.refuse(w, r, p.budgetRefusal(fmt.Errorf("%w: the request's wall time is used up", ErrBudgetExceeded)))
+	case <-wait.Done():
+		p.waitEnded(w, r)
 		return
 	}
-	res, err := reserve(r.Context(), p.bodies, p.opts.Bodies, r.ContentLength)
+	res, err := reserve(wait, p.bodies, p.opts.Bodies, r.ContentLength)
 	if err != nil {
-		return // the client went away while waiting
+		p.waitEnded(w, r)
+		return
 	}
 	defer res.release()
 	body, f := p.readBody(w, r, res)
@@ -393,6 +397,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	call.Usage = m.Usage()
 	call.Duration = time.Since(start)
 	p.record(call)
+}
+
+// waitEnded answers a call whose wait for a slot or for body bytes ended:
+// a budget refusal when the wall time or Close ended it (a client that
+// went away gets nothing).
+func (p *Proxy) waitEnded(w http.ResponseWriter, r *http.Request) {
+	if p.ctx.Err() != nil && r.Context().Err() == nil {
+		p.refuse(w, r, p.budgetRefusal(fmt.Errorf("%w: the request's wall time is used up", ErrBudgetExceeded)))
+	}
 }
 
 // refuse answers f and logs what was refused.
