@@ -43,7 +43,7 @@ func TestHostileAgentCallsOtherAPIs(t *testing.T) {
 		m, target, _ := strings.Cut(a, " ")
 		script.WriteString("req " + m + " '" + target + "' '{}'\n")
 	}
-	r := env.Run(t, hostile.Turn{Steps: []hostile.Step{hostile.Bash(script.String())}})
+	r := env.Run(t, hostile.Turn{Chat: "proxy-endpoints", Steps: []hostile.Step{hostile.Bash(script.String())}})
 	r.RequireOK(t)
 	require.True(t, r.Steps[0].Ran)
 	out := r.Steps[0].Output
@@ -79,7 +79,7 @@ func TestHostileAgentCallsOtherAPIs(t *testing.T) {
 func TestHostileModelLoopStopsAtBudget(t *testing.T) {
 	env := hostile.New(t, hostile.Options{})
 	budget := middleware.DefaultBudget(env.Assistants[hostile.DefaultAssistant]).MaxRequests
-	r := env.Run(t, hostile.Turn{Steps: []hostile.Step{hostile.Bash(rawReq + `ok=0
+	r := env.Run(t, hostile.Turn{Chat: "proxy-budget", Steps: []hostile.Step{hostile.Bash(rawReq + `ok=0
 b='{"model":"claude-opus-4-1","max_tokens":64000,"messages":[{"role":"user","content":"loop"}]}'
 for i in $(seq 1 ` + strconv.Itoa(budget+50) + `); do
   if wget -q -O /dev/null --header "x-api-key: $ANTHROPIC_API_KEY" --header 'content-type: application/json' --post-data "$b" "$ANTHROPIC_BASE_URL/v1/messages?beta=true" 2>/tmp/err; then
