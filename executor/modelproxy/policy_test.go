@@ -65,7 +65,7 @@ func (r *recorder) take() []seen {
 // rawDo writes one raw HTTP/1.1 request to the proxy's socket, so request
 // targets no Go client would send (//x, %2e%2e, absolute form, CONNECT)
 // reach the proxy as the agent's curl would send them.
-func rawDo(t *testing.T, sock, method, target string, hdr map[string]string, body string) (*http.Response, string) {
+func rawDo(t *testing.T, sock, method, target string, hdr map[string]string, body string) (rawResp, string) {
 	conn, err := net.Dial("unix", sock)
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
@@ -85,7 +85,13 @@ func rawDo(t *testing.T, sock, method, target string, hdr map[string]string, bod
 	require.NoError(t, err)
 	out, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	return resp, string(out)
+	return rawResp{StatusCode: resp.StatusCode, Header: resp.Header}, string(out)
+}
+
+// rawResp is what rawDo read of a response besides its body.
+type rawResp struct {
+	StatusCode int
+	Header     http.Header
 }
 
 func serveSock(t *testing.T, p *Proxy) string { return serveSockB(t, p) }
@@ -375,8 +381,10 @@ func TestSmuggledRequestsAreCheckedToo(t *testing.T) {
 	first, err := http.ReadResponse(br, nil)
 	require.NoError(t, err)
 	_, _ = io.Copy(io.Discard, first.Body)
+	_ = first.Body.Close()
 	second, err := http.ReadResponse(br, nil)
 	require.NoError(t, err)
+	_ = second.Body.Close()
 	assert.Equal(t, http.StatusOK, first.StatusCode)
 	assert.Equal(t, http.StatusForbidden, second.StatusCode)
 	reached := rec.take()
@@ -390,6 +398,7 @@ func TestSmuggledRequestsAreCheckedToo(t *testing.T) {
 	require.NoError(t, err)
 	resp, err := http.ReadResponse(bufio.NewReader(conn2), nil)
 	require.NoError(t, err)
+	_ = resp.Body.Close()
 	assert.NotEqual(t, http.StatusOK, resp.StatusCode, "both framings: refused (net/http or the proxy)")
 	t.Logf("Content-Length with Transfer-Encoding: %d", resp.StatusCode)
 	assert.Empty(t, rec.take())

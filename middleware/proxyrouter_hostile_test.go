@@ -1,4 +1,4 @@
-package modelproxy_test
+package middleware_test
 
 import (
 	"fmt"
