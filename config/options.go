@@ -25,6 +25,17 @@ const (
 	DefaultLeaseWait            = 30 * time.Second
 )
 
+// Bounds of sandbox.budget. A budget is never unlimited; an unset key takes
+// the gateway's default, derived from the assistant.
+const (
+	maxBudgetCalls  = 100_000
+	minBudgetTokens = 1_000
+	maxBudgetTokens = 10_000_000_000
+)
+
+// budgetKeys are the keys of sandbox.budget.
+var budgetKeys = []string{"calls", "tokens", "wall"}
+
 // Sandbox policies.
 const (
 	// PolicyRequest gives every request a fresh container over the chat's
@@ -322,6 +333,47 @@ var sandboxOptions = []option{
 		}},
 	{Key: "arguments", Type: "object", Default: "{}", Doc: "command-specific arguments, see Commands",
 		decode: func(s *sandboxDecoder, n *node, path string) { s.arguments(n, path) }},
+	{Key: "budget", Type: "object", Default: "calls 4*max_turns+10 (210), tokens 2000000, wall = timeout",
+		Doc: fmt.Sprintf("per-request model budget the gateway's model proxy enforces: `{\"calls\": 50, \"tokens\": 1000000, \"wall\": \"5m\"}`; "+
+			"calls 1 to %d model calls, tokens %d to %d (input + output + cache), wall a duration up to timeout; an unset key keeps its default; "+
+			"a call over budget is refused with an error naming the budget", maxBudgetCalls, minBudgetTokens, int64(maxBudgetTokens)),
+		decode: func(s *sandboxDecoder, n *node, path string) { s.budget(n, path) }},
+}
+
+// budget decodes sandbox.budget.
+func (s *sandboxDecoder) budget(n *node, path string) {
+	if !s.object(n, path, budgetKeys) {
+		return
+	}
+	for _, m := range n.members {
+		p := joinPath(path, m.key)
+		switch m.key {
+		case "calls":
+			v, ok := s.integer(m.val, p, "50")
+			if !ok {
+				continue
+			}
+			if v < 1 || v > maxBudgetCalls {
+				s.errorf(m.val, p, fmt.Sprintf("use a whole number from 1 to %d (a budget is never unlimited), e.g. 50", maxBudgetCalls), "%d is out of range", v)
+				continue
+			}
+			s.sb.Budget.Calls = int(v)
+		case "tokens":
+			v, ok := s.integer(m.val, p, "1000000")
+			if !ok {
+				continue
+			}
+			if v < minBudgetTokens || v > maxBudgetTokens {
+				s.errorf(m.val, p, fmt.Sprintf("use a whole number from %d to %d (a budget is never unlimited), e.g. 1000000", minBudgetTokens, int64(maxBudgetTokens)), "%d is out of range", v)
+				continue
+			}
+			s.sb.Budget.Tokens = v
+		case "wall":
+			if v, ok := s.duration(m.val, p, minTimeout, maxTimeout, `"5m"`); ok {
+				s.sb.Budget.Wall = v
+			}
+		}
+	}
 }
 
 var (
@@ -427,6 +479,9 @@ func (s *sandboxDecoder) crossChecks(block *node, path string, badNetwork bool) 
 	}
 	if sb.HookTimeout > sb.Timeout {
 		s.errorf(at("hook_timeout"), joinPath(path, "hook_timeout"), "make it shorter than timeout", "%s is longer than the sandbox timeout %s", sb.HookTimeout, sb.Timeout)
+	}
+	if sb.Budget.Wall > sb.Timeout {
+		s.errorf(at("budget"), joinPath(path, "budget.wall"), "make it at most timeout, or leave it out to use timeout", "%s is longer than the sandbox timeout %s, which ends the request first", sb.Budget.Wall, sb.Timeout)
 	}
 	if sb.StallTimeout >= sb.Timeout && s.nodes["stall_timeout"] != nil {
 		s.warnf(at("stall_timeout"), joinPath(path, "stall_timeout"), "make it shorter than timeout", "%s is not shorter than the sandbox timeout %s: the watchdog never fires", sb.StallTimeout, sb.Timeout)

@@ -40,8 +40,32 @@ type Sandbox struct {
 	// Arguments are the command-specific arguments, typed by the command's
 	// schema: int, string, bool or []string.
 	Arguments map[string]any `json:"arguments"`
+	// Budget overrides the per-request model budget (sandbox.budget).
+	Budget Budget `json:"budget,omitzero"`
 
 	leaseWaitSet bool
+}
+
+// Budget is an assistant's per-request model budget, enforced by the
+// gateway's model proxy. A zero field is not unlimited: it takes the
+// default the gateway derives from the assistant (see REFERENCE.md).
+type Budget struct {
+	// Calls caps the model calls of one request.
+	Calls int `json:"calls,omitempty"`
+	// Tokens caps the metered tokens (input, output and cache) of one
+	// request.
+	Tokens int64 `json:"tokens,omitempty"`
+	// Wall caps the wall time of one request's model traffic.
+	Wall time.Duration `json:"wall,omitempty"`
+}
+
+// MarshalJSON renders Wall as a Go duration string.
+func (b Budget) MarshalJSON() ([]byte, error) {
+	type plain Budget
+	return json.Marshal(struct {
+		plain
+		Wall string `json:"wall,omitempty"`
+	}{plain: plain(b), Wall: durationOrEmpty(b.Wall)})
 }
 
 // SpecValues are the container settings of a Sandbox. The field names and

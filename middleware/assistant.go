@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/modelproxy"
 	"github.com/agentbox/agentbox/hooks"
 )
 
@@ -74,6 +75,10 @@ type Sandbox struct {
 	// Connector is where the model route forwards the agent's model calls
 	// (ProxyRouter). Its key stays on the host, unless DirectModel.
 	Connector Connector
+	// Budget overrides, per field, the per-request model budget the
+	// ProxyRouter derives (package.yao sandbox.budget); zero fields keep
+	// the derived default.
+	Budget modelproxy.Budget
 	// DirectModel is for agent CLIs that cannot use a local model endpoint
 	// (Cursor's): no model route is opened, the runner gets the connector's
 	// real key as RunRequest.APIKey and its host as ModelBaseURL, the

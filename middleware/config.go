@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/modelproxy"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/jsapi"
 )
@@ -99,6 +100,7 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 			Network: v.Network, Runtime: v.Runtime, User: v.User, ConfigHash: v.ConfigHash, LeaseWait: v.LeaseWait,
 		},
 		StallTimeout: sb.StallTimeout,
+		Budget:       modelproxy.Budget{MaxRequests: sb.Budget.Calls, MaxTokens: sb.Budget.Tokens, MaxDuration: sb.Budget.Wall},
 		Run: executor.RunRequest{
 			SystemPrompt: ca.SystemPrompt(),
 			Arguments:    sb.Arguments,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/helper"
@@ -17,11 +18,52 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
+// Defaults of the per-request model budget (ProxyRouterOptions.Budget,
+// Sandbox.Budget): budgets are on unless an assistant overrides them.
+const (
+	// DefaultBudgetTokens caps one request's metered tokens.
+	DefaultBudgetTokens = 2_000_000
+	// defaultMaxTurns is the claude runner's default max_turns
+	// (claude.DefaultMaxTurns), for assistants that set none.
+	defaultMaxTurns = 50
+)
+
+// DefaultBudget is the model budget of one request of a: calls
+// 4*max_turns+10 (an agent turn may take a few model calls: the main
+// loop, retries, compaction), DefaultBudgetTokens tokens, and the
+// sandbox's timeout as wall time.
+func DefaultBudget(a *Assistant) modelproxy.Budget {
+	turns := defaultMaxTurns
+	if a.Sandbox != nil {
+		if t, ok := a.Sandbox.Run.Arguments["max_turns"].(int); ok && t > 0 {
+			turns = t
+		}
+	}
+	b := modelproxy.Budget{MaxRequests: 4*turns + 10, MaxTokens: DefaultBudgetTokens}
+	if a.Sandbox != nil {
+		b.MaxDuration = a.Sandbox.Spec.Timeout
+	}
+	return b
+}
+
 // ProxyRouterOptions configure a ProxyRouter.
 type ProxyRouterOptions struct {
-	// Budget bounds each request's model traffic; a zero MaxDuration takes
-	// the sandbox's timeout.
+	// Budget is the gateway's budget for each request's model traffic;
+	// each zero field takes DefaultBudget of the assistant. An assistant's
+	// Sandbox.Budget overrides it field by field.
 	Budget modelproxy.Budget
+	// AllowedModels are models an agent may name besides its connector's
+	// (which a call naming any other model is rewritten to).
+	AllowedModels []string
+	// MaxOutputTokens caps each call's max_tokens (modelproxy's
+	// DefaultMaxOutputTokens when 0).
+	MaxOutputTokens int64
+	// MaxConcurrent bounds one sandbox's model calls in flight
+	// (modelproxy's DefaultMaxConcurrent when 0).
+	MaxConcurrent int
+	// BodyBudget is the request-body bytes all the router's proxies may
+	// hold at once (modelproxy.DefaultBodyBudget when 0).
+	BodyBudget int64
 	// MaxRequestBytes caps one model request body (modelproxy's default
 	// when 0).
 	MaxRequestBytes int64
@@ -35,22 +77,50 @@ type ProxyRouterOptions struct {
 // (executor/docker with Options.HelperBinary or UseImageHelper): for each
 // run it serves a modelproxy.Proxy on {HostDir}/model.sock, which the
 // helper relays the agent's loopback connections to, with a fresh
-// per-request token in place of the connector's key. It is safe for
-// concurrent use.
+// per-request token in place of the connector's key. The proxy forwards
+// only the Messages endpoints, pins the connector's model, caps max_tokens
+// and enforces the request's budget (DefaultBudget unless overridden); all
+// the router's proxies share one body byte budget. Refusals are logged at
+// WARN with the assistant, sandbox and request id (the run's own lines tie
+// the request id to user and chat). It is safe for concurrent use.
 type ProxyRouter struct {
-	opts ProxyRouterOptions
-	log  hclog.Logger
+	opts   ProxyRouterOptions
+	log    hclog.Logger
+	bodies *modelproxy.BodyBudget
 }
 
 var _ ModelRouter = (*ProxyRouter)(nil)
 
 // NewProxyRouter returns a ProxyRouter.
 func NewProxyRouter(o ProxyRouterOptions) *ProxyRouter {
-	p := &ProxyRouter{opts: o, log: o.Logger}
+	p := &ProxyRouter{opts: o, log: o.Logger, bodies: modelproxy.NewBodyBudget(o.BodyBudget)}
 	if p.log == nil {
 		p.log = hclog.NewNullLogger()
 	}
 	return p
+}
+
+// Bodies is the request-body byte budget the router's proxies share.
+func (p *ProxyRouter) Bodies() *modelproxy.BodyBudget { return p.bodies }
+
+// budget is a's effective model budget: the assistant's override, else
+// the router's, else the default derived from the assistant.
+func (p *ProxyRouter) budget(a *Assistant) modelproxy.Budget {
+	b, d := a.Sandbox.Budget, DefaultBudget(a)
+	pick := func(own, gw, def int64) int64 {
+		switch {
+		case own > 0:
+			return own
+		case gw > 0:
+			return gw
+		}
+		return def
+	}
+	return modelproxy.Budget{
+		MaxRequests: int(pick(int64(b.MaxRequests), int64(p.opts.Budget.MaxRequests), int64(d.MaxRequests))),
+		MaxTokens:   pick(b.MaxTokens, p.opts.Budget.MaxTokens, d.MaxTokens),
+		MaxDuration: time.Duration(pick(int64(b.MaxDuration), int64(p.opts.Budget.MaxDuration), int64(d.MaxDuration))),
+	}
 }
 
 // modelRelay is what a sandbox with the helper's model relay offers
@@ -60,7 +130,7 @@ type modelRelay interface {
 }
 
 // Open implements ModelRouter.
-func (p *ProxyRouter) Open(_ context.Context, sb executor.Sandbox, a *Assistant) (ModelRoute, error) {
+func (p *ProxyRouter) Open(ctx context.Context, sb executor.Sandbox, a *Assistant) (ModelRoute, error) {
 	relay, _ := sb.(modelRelay)
 	if relay == nil || relay.ModelBaseURL() == "" || sb.HostDir() == "" {
 		return nil, errors.New("middleware: the sandbox has no model relay; run the executor with the helper (executor/docker Options.HelperBinary or UseImageHelper)")
@@ -69,18 +139,19 @@ func (p *ProxyRouter) Open(_ context.Context, sb executor.Sandbox, a *Assistant)
 	if err != nil {
 		return nil, err
 	}
-	budget := p.opts.Budget
-	if budget.MaxDuration == 0 {
-		budget.MaxDuration = a.Sandbox.Spec.Timeout
-	}
+	budget := p.budget(a)
 	tok, err := newToken()
 	if err != nil {
 		return nil, err
 	}
+	// The run's own log lines carry user and chat with the request id.
+	log := p.log.With("assistant", a.ID, "sandbox", sb.ID(), "request", RequestID(ctx))
+	log.Debug("model budget", "calls", budget.MaxRequests, "tokens", budget.MaxTokens, "wall", budget.MaxDuration, "model", a.Sandbox.Run.Model)
 	proxy, err := modelproxy.New(modelproxy.Options{
 		Upstream: a.Sandbox.Connector.Upstream, APIKey: a.Sandbox.Connector.Key, Token: tok,
 		MaxRequestBytes: p.opts.MaxRequestBytes, Budget: budget, Client: p.opts.Client,
-		Logger: p.log.With("assistant", a.ID, "sandbox", sb.ID()),
+		Model: a.Sandbox.Run.Model, AllowedModels: p.opts.AllowedModels, MaxOutputTokens: p.opts.MaxOutputTokens,
+		MaxConcurrent: p.opts.MaxConcurrent, Bodies: p.bodies, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("middleware: model route of %q: %w", a.ID, err)

@@ -9,14 +9,21 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/executor/helper"
+	"github.com/agentbox/agentbox/executor/modelproxy"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // relaySandbox is a fake sandbox with a helper directory and a model relay
@@ -93,4 +100,134 @@ func TestProxyRouter(t *testing.T) {
 			assert.Equal(t, executor.Usage{InputTokens: 11, OutputTokens: 2}, route.Usage(), "only the accepted call is metered")
 		})
 	}
+}
+
+// routeClient is what the helper does: dial {HostDir}/model.sock.
+func routeClient(sb executor.Sandbox) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", helper.SocketPath(sb.HostDir(), helper.ModelSocket))
+	}}}
+}
+
+// budgetUpstream answers every call with 11 input and 2 output tokens and
+// records the models it was asked for.
+func budgetUpstream(t *testing.T) (*httptest.Server, *[]string, *sync.Mutex) {
+	var mu sync.Mutex
+	var models []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		models = append(models, gjson.GetBytes(b, "model").String()+"/"+gjson.GetBytes(b, "max_tokens").Raw)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"type":"message","usage":{"input_tokens":11,"output_tokens":2}}`)
+	}))
+	t.Cleanup(up.Close)
+	return up, &models, &mu
+}
+
+// TestProxyRouterBudgetLoop is finding 2 of issue 14: an agent that loops
+// model calls (asking for another model and 64000 output tokens) is
+// stopped at the default budget derived from its max_turns, every
+// forwarded call is pinned to the connector's model with max_tokens
+// capped, and the usage the route reports is what was metered.
+func TestProxyRouterBudgetLoop(t *testing.T) {
+	up, models, mu := budgetUpstream(t)
+	me := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	for name, tc := range map[string]struct {
+		router   middleware.ProxyRouterOptions
+		budget   modelproxy.Budget // the assistant's override
+		maxTurns any
+		want     int    // calls that must get through
+		naming   string // what the refusal names
+	}{
+		"default from max_turns 2":    {maxTurns: 2, want: 4*2 + 10, naming: "model calls"},
+		"default from runner default": {want: 4*50 + 10, naming: "model calls"},
+		"gateway calls":               {router: middleware.ProxyRouterOptions{Budget: modelproxy.Budget{MaxRequests: 5}}, maxTurns: 2, want: 5, naming: "model calls"},
+		"assistant calls beat gateway": {router: middleware.ProxyRouterOptions{Budget: modelproxy.Budget{MaxRequests: 5}},
+			budget: modelproxy.Budget{MaxRequests: 3}, want: 3, naming: "model calls"},
+		"assistant tokens":    {budget: modelproxy.Budget{MaxTokens: 30}, want: 3, naming: "tokens used"},
+		"assistant wall time": {budget: modelproxy.Budget{MaxDuration: time.Nanosecond}, want: 0, naming: "wall time"},
+		"gateway tokens":      {router: middleware.ProxyRouterOptions{Budget: modelproxy.Budget{MaxTokens: 14}}, want: 2, naming: "tokens used"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mu.Lock()
+			*models = nil
+			mu.Unlock()
+			args := map[string]any{}
+			if tc.maxTurns != nil {
+				args["max_turns"] = tc.maxTurns
+			}
+			a := &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{
+				Spec: executor.Spec{User: me, Timeout: time.Minute}, Budget: tc.budget,
+				Run:       executor.RunRequest{Model: "claude-sonnet-4-6", Arguments: args},
+				Connector: middleware.Connector{Upstream: up.URL, Key: "sk-real"}}}
+			sb := &relaySandbox{executortest.NewSandbox(t), t.TempDir(), "http://127.0.0.1:7000"}
+			route, err := middleware.NewProxyRouter(tc.router).Open(context.Background(), sb, a)
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, route.Close()) }()
+			c := routeClient(sb)
+			ok, status, msg := 0, 0, ""
+			for range 1000 { // a hostile loop; the budget must end it
+				req, err := http.NewRequest(http.MethodPost, "http://model/v1/messages?beta=true",
+					strings.NewReader(`{"model":"claude-opus-4-1","max_tokens":64000,"messages":[{"role":"user","content":"again"}]}`))
+				require.NoError(t, err)
+				req.Header.Set("x-api-key", route.Token())
+				resp, err := c.Do(req)
+				require.NoError(t, err)
+				b, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					status, msg = resp.StatusCode, gjson.GetBytes(b, "error.message").String()
+					break
+				}
+				ok++
+			}
+			assert.Equal(t, tc.want, ok, "calls that got through")
+			assert.Equal(t, http.StatusForbidden, status)
+			assert.Contains(t, msg, "budget exceeded")
+			assert.Contains(t, msg, tc.naming)
+			assert.Equal(t, executor.Usage{InputTokens: int64(11 * ok), OutputTokens: int64(2 * ok)}, route.Usage(), "usage is what was metered")
+			mu.Lock()
+			defer mu.Unlock()
+			require.Len(t, *models, ok, "only calls within the budget reached the upstream")
+			for _, m := range *models {
+				assert.Equal(t, "claude-sonnet-4-6/32000", m, "model pinned, max_tokens capped")
+			}
+		})
+	}
+}
+
+// TestProxyRouterRefusalIsLogged: a refused endpoint is a WARN line with
+// what was refused and the fields that tie it to the run.
+func TestProxyRouterRefusalIsLogged(t *testing.T) {
+	up, models, mu := budgetUpstream(t)
+	var logs testenv.SyncBuffer
+	lg := hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &logs})
+	me := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	a := &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{Spec: executor.Spec{User: me, Timeout: time.Minute},
+		Connector: middleware.Connector{Upstream: up.URL, Key: "sk-real"}}}
+	sb := &relaySandbox{executortest.NewSandbox(t), t.TempDir(), "http://127.0.0.1:7000"}
+	r := middleware.NewProxyRouter(middleware.ProxyRouterOptions{Logger: lg})
+	route, err := r.Open(middleware.WithRequestID(context.Background(), "chatcmpl-42"), sb, a)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, route.Close()) }()
+	req, err := http.NewRequest(http.MethodGet, "http://model/v1/files", nil)
+	require.NoError(t, err)
+	req.Header.Set("x-api-key", route.Token())
+	resp, err := routeClient(sb).Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	out := logs.String()
+	t.Log(out)
+	assert.Contains(t, out, "[WARN]  model call refused")
+	for _, want := range []string{"method=GET", "uri=/v1/files", "assistant=coder", "request=chatcmpl-42", "sandbox=" + sb.ID()} {
+		assert.Contains(t, out, want)
+	}
+	assert.NotContains(t, out, route.Token())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, *models)
 }

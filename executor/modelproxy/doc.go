@@ -3,17 +3,34 @@
 // which the in-container helper relays the agent CLI's loopback connections
 // to.
 //
-// The container only ever holds a per-request token (its ANTHROPIC_API_KEY);
-// the proxy accepts that token alone (x-api-key or Authorization: Bearer,
-// compared in constant time), swaps in the connector's real key, forwards to
-// the connector's host without retrying, streams the answer back (SSE is
-// flushed per chunk as it arrives), caps the request size, enforces the
-// request's budget (model calls, tokens, wall time) and meters every inner
-// call's usage from the Messages API response as it streams past, without
-// buffering the stream. Refusals use Anthropic's error JSON shape so the CLI
-// reports them clearly. Keys and tokens are never logged.
+// The agent is an attacker holding a per-request token (its
+// ANTHROPIC_API_KEY), and the proxy holds a connector key that every tenant
+// shares, so everything is default deny. The proxy accepts that token alone
+// (x-api-key or Authorization: Bearer, compared in constant time); forwards
+// only POST /v1/messages and POST /v1/messages/count_tokens, matched byte
+// for byte on the raw request target (optionally "?beta=true"), and refuses
+// every other method, path, query, dot-segment or encoded slash with a 403
+// in Anthropic's error shape and a WARN line; forwards only allowlisted
+// request headers (Anthropic's and the SDK's own) and passes back only
+// allowlisted response headers; refuses invalid JSON, duplicate top-level
+// keys and body fields that would make the upstream reach the network
+// (mcp_servers, web_fetch tools); pins the model to the connector's (or
+// Options.AllowedModels) and caps max_tokens, splicing the new values into
+// the body without copying it; then swaps in the connector's real key,
+// forwards without retrying, streams the answer back (SSE flushed per
+// chunk), enforces the request's budget (model calls, tokens, wall time)
+// and meters every call's usage as it streams past. Keys and tokens are
+// never logged.
+//
+// Memory: a body needs a Content-Length within MaxRequestBytes; it is read
+// only after reserving its length from the sandbox's own byte budget (one
+// body's worth) and from the gateway's BodyBudget shared by all proxies,
+// within BodyTimeout, and at most MaxConcurrent calls per sandbox are in
+// flight (more wait), so concurrent large bodies queue instead of growing
+// the heap.
 //
 // Concurrency: a Proxy is safe for concurrent use; Usage and Calls may be
 // read while requests are in flight (they reflect finished calls). Close
-// may be called from any goroutine and more than once.
+// may be called from any goroutine and more than once. A BodyBudget is
+// safe for concurrent use by any number of proxies.
 package modelproxy

@@ -1,7 +1,6 @@
 package modelproxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -16,13 +15,20 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/tidwall/gjson"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/agentbox/agentbox/executor"
 )
 
-// DefaultMaxRequestBytes caps a request body when Options leave it 0.
-const DefaultMaxRequestBytes = 32 << 20
+// Defaults of Options.
+const (
+	// DefaultMaxRequestBytes caps a request body.
+	DefaultMaxRequestBytes = 32 << 20
+	// DefaultMaxConcurrent bounds one sandbox's model calls in flight.
+	DefaultMaxConcurrent = 4
+	// DefaultBodyTimeout bounds reading one request body.
+	DefaultBodyTimeout = 30 * time.Second
+)
 
 // ErrBudgetExceeded is recorded (and answered to the CLI) when a request
 // would go past the budget.
@@ -56,6 +62,25 @@ type Options struct {
 	MaxRequestBytes int64
 	// Budget bounds this request's model traffic.
 	Budget Budget
+	// Model is the connector's model: a request naming another model (not
+	// in AllowedModels) is rewritten to it. Empty leaves the model as sent,
+	// unless AllowedModels is set, which then must hold it.
+	Model string
+	// AllowedModels are further models a request may name as it is.
+	AllowedModels []string
+	// MaxOutputTokens caps a Messages call's max_tokens (a larger or
+	// missing value is set to it); 0 is DefaultMaxOutputTokens, negative
+	// leaves max_tokens as sent.
+	MaxOutputTokens int64
+	// MaxConcurrent bounds this sandbox's calls in flight; more wait
+	// (DefaultMaxConcurrent when 0).
+	MaxConcurrent int
+	// Bodies is the gateway's request-body byte budget, shared by all its
+	// proxies (a budget of DefaultBodyBudget for this proxy alone when nil).
+	Bodies *BodyBudget
+	// BodyTimeout bounds reading one request body (DefaultBodyTimeout when
+	// 0): a slow sender must not hold its byte reservation.
+	BodyTimeout time.Duration
 	// Logger receives one line per call (never keys or tokens).
 	Logger hclog.Logger
 	// Client supplies the transport and timeout for upstream calls
@@ -86,6 +111,9 @@ type Proxy struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 
+	slots  chan struct{}       // calls in flight
+	bodies *semaphore.Weighted // this sandbox's body bytes in flight
+
 	mu       sync.Mutex
 	requests int
 	usage    executor.Usage
@@ -114,6 +142,15 @@ func New(o Options) (*Proxy, error) {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if o.Bodies == nil {
+		o.Bodies = NewBodyBudget(0)
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
 	c := &http.Client{
 		Transport:     http.DefaultTransport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -124,7 +161,8 @@ func New(o Options) (*Proxy, error) {
 		}
 		c.Timeout = o.Client.Timeout
 	}
-	p := &Proxy{opts: o, upstream: u, client: c, log: o.Logger, start: time.Now()}
+	p := &Proxy{opts: o, upstream: u, client: c, log: o.Logger, start: time.Now(),
+		slots: make(chan struct{}, o.MaxConcurrent), bodies: semaphore.NewWeighted(o.MaxRequestBytes)}
 	if o.Budget.MaxDuration > 0 {
 		p.deadline = p.start.Add(o.Budget.MaxDuration)
 		p.ctx, p.cancel = context.WithDeadline(context.Background(), p.deadline)
@@ -142,7 +180,8 @@ func (p *Proxy) Serve(ln net.Listener) error {
 		p.mu.Unlock()
 		return errors.New("modelproxy: serve after close")
 	}
-	srv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
+	// "OPTIONS *" would otherwise be answered by net/http itself.
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, DisableGeneralOptionsHandler: true}
 	p.srv = srv
 	p.mu.Unlock()
 	err := srv.Serve(ln)
@@ -239,46 +278,64 @@ func (p *Proxy) record(c Call) {
 		"duration", c.Duration, "input_tokens", c.Usage.InputTokens, "output_tokens", c.Usage.OutputTokens, "error", c.Error)
 }
 
-// hopHeaders are not forwarded either way; authHeaders never leave the
-// proxy towards the upstream with the container's values.
-var (
-	hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-	authHeaders = []string{"X-Api-Key", "Authorization", "Cookie", "Accept-Encoding", "Content-Length", "Host"}
-)
-
-// ServeHTTP checks the token and budget, then forwards one call.
+// ServeHTTP checks the token, the endpoint and the budget, then forwards
+// one call: the body is read under the byte budgets, its model and
+// max_tokens pinned, and only allowlisted headers pass either way.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if tok := presentedToken(r); subtle.ConstantTimeCompare([]byte(tok), []byte(p.opts.Token)) != 1 {
 		if tok == "" {
-			// Claude Code probes its base URL without a key before the
-			// first call; that is not worth an operator's attention.
-			p.log.Debug("model call without a token refused", "method", r.Method, "path", r.URL.Path)
+			// Claude Code probes its base URL without a key (HEAD /)
+			// before the first call; that is not worth an operator's
+			// attention.
+			p.log.Debug("model call without a token refused", "method", r.Method, "uri", p.uri(r))
 		} else {
-			p.log.Warn("model call refused: wrong token", "method", r.Method, "path", r.URL.Path)
+			p.log.Warn("model call refused: wrong token", "method", r.Method, "uri", p.uri(r))
 		}
 		writeError(w, http.StatusUnauthorized, "authentication_error", "agentbox: invalid sandbox token; the API key inside a sandbox is a per-request token set by agentbox")
 		return
 	}
-	if r.ContentLength > p.opts.MaxRequestBytes {
-		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", tooLarge(p.opts.MaxRequestBytes))
+	path, query, f := endpoint(r)
+	if f == nil {
+		f = p.checkLength(r)
+	}
+	if f != nil {
+		p.refuse(w, r, f)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, p.opts.MaxRequestBytes+1))
+	// Waiting for a slot or for bytes ends with the client, the wall-time
+	// budget or Close.
+	wait, cancelWait := context.WithCancel(r.Context())
+	defer cancelWait()
+	defer context.AfterFunc(p.ctx, cancelWait)()
+	select {
+	case p.slots <- struct{}{}:
+		defer func() { <-p.slots }()
+	case <-wait.Done():
+		p.waitEnded(w, r)
+		return
+	}
+	res, err := reserve(wait, p.bodies, p.opts.Bodies, r.ContentLength)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "agentbox: reading the request body: "+err.Error())
+		p.waitEnded(w, r)
 		return
 	}
-	if int64(len(body)) > p.opts.MaxRequestBytes {
-		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", tooLarge(p.opts.MaxRequestBytes))
+	defer res.release()
+	body, f := p.readBody(w, r, res)
+	if f != nil {
+		p.refuse(w, r, f)
 		return
 	}
-	call := Call{Model: gjson.GetBytes(body, "model").String(), Stream: gjson.GetBytes(body, "stream").Bool()}
+	sh, f := p.shape(path, body)
+	if f != nil {
+		p.refuse(w, r, f)
+		return
+	}
+	call := Call{Model: sh.model, Stream: sh.stream}
 	if err := p.reserve(start); err != nil {
 		call.Status, call.Error, call.Duration = http.StatusForbidden, err.Error(), time.Since(start)
 		p.record(call)
-		writeError(w, http.StatusForbidden, "permission_error", "agentbox: "+err.Error()+"; the gateway's sandbox budget for this request is spent")
+		p.refuse(w, r, p.budgetRefusal(err))
 		return
 	}
 
@@ -286,16 +343,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	unlink := context.AfterFunc(p.ctx, stop) // wall-time budget and Close cut the call
 	defer unlink()
-	out, err := http.NewRequestWithContext(ctx, r.Method, p.target(r.URL), bytes.NewReader(body))
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, p.target(path, query), &pieceReader{pieces: sh.pieces, res: res})
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "agentbox: "+err.Error())
 		return
 	}
-	copyHeaders(out.Header, r.Header, append(hopHeaders, authHeaders...))
+	copyAllowed(out.Header, r.Header, requestHeaders, requestHeaderPrefixes)
 	out.Header.Set("X-Api-Key", p.opts.APIKey)
-	out.ContentLength = int64(len(body))
+	out.ContentLength = sh.size
 
 	resp, err := p.client.Do(out)
+	res.release() // the transport is done with the body
 	if err != nil {
 		call.Status, call.Error, call.Duration = http.StatusBadGateway, scrub(err.Error(), p.opts.APIKey), time.Since(start)
 		p.record(call)
@@ -308,7 +366,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	call.Status = resp.StatusCode
-	copyHeaders(w.Header(), resp.Header, append(hopHeaders, "Content-Length"))
+	copyAllowed(w.Header(), resp.Header, responseHeaders, responseHeaderPrefixes)
 	if resp.ContentLength >= 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(resp.ContentLength))
 	}
@@ -341,32 +399,120 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.record(call)
 }
 
-func tooLarge(n int64) string {
-	return fmt.Sprintf("agentbox: request body over %d bytes; the sandbox's model proxy caps request size", n)
+// waitEnded answers a call whose wait for a slot or for body bytes ended:
+// a budget refusal when the wall time or Close ended it (a client that
+// went away gets nothing).
+func (p *Proxy) waitEnded(w http.ResponseWriter, r *http.Request) {
+	if p.ctx.Err() != nil && r.Context().Err() == nil {
+		p.refuse(w, r, p.budgetRefusal(fmt.Errorf("%w: the request's wall time is used up", ErrBudgetExceeded)))
+	}
 }
 
-// target joins the upstream base with the request's path and query.
-func (p *Proxy) target(in *url.URL) string {
-	u := *p.upstream
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + strings.TrimPrefix(in.Path, "/")
-	u.RawPath = ""
-	u.RawQuery = in.RawQuery
-	return u.String()
+// refuse answers f and logs what was refused.
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, f *refusal) {
+	p.log.Warn("model call refused", "method", clip(r.Method), "uri", p.uri(r), "status", f.status, "reason", f.reason)
+	f.write(w)
 }
 
-func copyHeaders(dst, src http.Header, skip []string) {
-	for k, vs := range src {
-		drop := false
-		for _, s := range skip {
-			if strings.EqualFold(k, s) {
-				drop = true
-				break
-			}
-		}
-		if !drop {
-			dst[k] = append([]string(nil), vs...)
+// uri is the request target for logs, clipped, with the token scrubbed.
+func (p *Proxy) uri(r *http.Request) string {
+	return scrub(clip(r.RequestURI), p.opts.Token)
+}
+
+func (p *Proxy) budgetRefusal(err error) *refusal {
+	return &refusal{status: http.StatusForbidden, errType: "permission_error", reason: err.Error(),
+		msg: err.Error() + "; the gateway's sandbox budget for this request is spent"}
+}
+
+// checkLength wants a declared body length within the caps: the byte
+// budget is reserved from it before the body is read (Claude Code always
+// sends Content-Length).
+func (p *Proxy) checkLength(r *http.Request) *refusal {
+	limit := min(p.opts.MaxRequestBytes, p.opts.Bodies.Size())
+	switch {
+	case r.ContentLength < 0:
+		return &refusal{status: http.StatusLengthRequired, errType: "invalid_request_error", reason: "no Content-Length",
+			msg: "send the request body with a Content-Length; the sandbox's model proxy refuses chunked bodies"}
+	case r.ContentLength > limit:
+		return &refusal{status: http.StatusRequestEntityTooLarge, errType: "request_too_large", reason: fmt.Sprintf("body of %d bytes", r.ContentLength),
+			msg: fmt.Sprintf("request body over %d bytes; the sandbox's model proxy caps request size", limit)}
+	}
+	return nil
+}
+
+// readBody reads the declared length under the reservation, within
+// BodyTimeout.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, res *reservation) ([]byte, *refusal) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(p.opts.BodyTimeout))
+	body := make([]byte, r.ContentLength)
+	res.hold(int64(len(body)))
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		return nil, badRequest("reading the request body: %v", err)
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	return body, nil
+}
+
+// pieceReader sends a shaped body; Close (by the transport once it is done
+// with the body) drops the body and gives the byte reservation back. The
+// transport may call Close from another goroutine than Read, and the
+// response keeps the request (and so this reader) alive while it streams.
+type pieceReader struct {
+	mu     sync.Mutex
+	pieces [][]byte
+	res    *reservation
+}
+
+func (b *pieceReader) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for n < len(p) && len(b.pieces) > 0 {
+		c := copy(p[n:], b.pieces[0])
+		n += c
+		if b.pieces[0] = b.pieces[0][c:]; len(b.pieces[0]) == 0 {
+			b.pieces = b.pieces[1:]
 		}
 	}
+	if n == 0 && len(b.pieces) == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// WriteTo lets the transport write the pieces without copying them.
+func (b *pieceReader) WriteTo(w io.Writer) (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var n int64
+	for len(b.pieces) > 0 {
+		c, err := w.Write(b.pieces[0])
+		n += int64(c)
+		if b.pieces[0] = b.pieces[0][c:]; len(b.pieces[0]) == 0 {
+			b.pieces = b.pieces[1:]
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (b *pieceReader) Close() error {
+	b.mu.Lock()
+	b.pieces = nil
+	b.mu.Unlock()
+	b.res.release()
+	return nil
+}
+
+// target joins the upstream base with an allowed path and query.
+func (p *Proxy) target(path, query string) string {
+	u := *p.upstream
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawPath = ""
+	u.RawQuery = query
+	return u.String()
 }
 
 // scrub removes the key from a message, in case an error echoes a header.

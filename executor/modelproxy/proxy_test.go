@@ -304,30 +304,45 @@ func (z *zeros) Read(p []byte) (int, error) {
 	return int(n), nil
 }
 
-// TestOversizedBodyRefusedAtCap: a 300 MB chunked body (no length, no
-// newline) sent to model.sock gets 413 after the proxy read about the cap,
-// never the whole body, and nothing reaches upstream.
+// TestOversizedBodyRefusedAtCap: a 300 MB body sent to model.sock, chunked
+// (no length) or with its length declared, is refused (411, 413) before
+// the proxy reads it: the sender cannot push it all, nothing reaches
+// upstream and no body byte is held.
 func TestOversizedBodyRefusedAtCap(t *testing.T) {
-	up := newUpstream(t)
-	const capBytes = 1 << 20
-	p := newProxy(t, up.URL, func(o *Options) { o.MaxRequestBytes = capBytes })
-	c := serveUnix(t, p)
-	body := &zeros{left: 300_000_000}
-	req, err := http.NewRequest(http.MethodPost, "http://sandbox/v1/messages", io.NopCloser(body))
-	require.NoError(t, err)
-	req.Header.Set("X-Api-Key", testToken)
-	resp, err := c.Do(req)
-	if err == nil {
-		defer func() { _ = resp.Body.Close() }()
-		b, _ := io.ReadAll(resp.Body)
-		assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
-		assert.Equal(t, "request_too_large", gjson.GetBytes(b, "error.type").String())
-	} else {
-		t.Logf("client saw the connection close instead of the 413: %v", err)
+	for name, tc := range map[string]struct {
+		length  int64
+		status  int
+		errType string
+	}{
+		"chunked":         {length: -1, status: http.StatusLengthRequired, errType: "invalid_request_error"},
+		"declared length": {length: 300_000_000, status: http.StatusRequestEntityTooLarge, errType: "request_too_large"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := newUpstream(t)
+			const capBytes = 1 << 20
+			bodies := NewBodyBudget(0)
+			p := newProxy(t, up.URL, func(o *Options) { o.MaxRequestBytes = capBytes; o.Bodies = bodies })
+			c := serveUnix(t, p)
+			body := &zeros{left: 300_000_000}
+			req, err := http.NewRequest(http.MethodPost, "http://sandbox/v1/messages", io.NopCloser(body))
+			require.NoError(t, err)
+			req.ContentLength = tc.length
+			req.Header.Set("X-Api-Key", testToken)
+			resp, err := c.Do(req)
+			if err == nil {
+				defer func() { _ = resp.Body.Close() }()
+				b, _ := io.ReadAll(resp.Body)
+				assert.Equal(t, tc.status, resp.StatusCode)
+				assert.Equal(t, tc.errType, gjson.GetBytes(b, "error.type").String())
+			} else {
+				t.Logf("client saw the connection close instead of the refusal: %v", err)
+			}
+			assert.Less(t, body.read.Load(), int64(16<<20), "the client could not push the whole 300 MB")
+			assert.Zero(t, up.hits.Load())
+			assert.Zero(t, bodies.Peak(), "no body byte was held")
+			t.Logf("sender pushed %d bytes before the refusal", body.read.Load())
+		})
 	}
-	assert.Less(t, body.read.Load(), int64(16<<20), "the client could not push the whole 300 MB")
-	assert.Zero(t, up.hits.Load())
-	t.Logf("sender pushed %d bytes before the refusal", body.read.Load())
 }
 
 // TestLogsHoldNoSecrets: at trace level, through accepted, refused and
