@@ -86,10 +86,12 @@ func newE2E(t *testing.T, h hooks.Hooks) *e2e {
 	return env
 }
 
-// containers lists the containers of a chat, running or not.
-func containers(t *testing.T, chat string) []string {
+// containers lists the containers of a chat of this test's executor,
+// running or not (other tests on the daemon use the same chat ids).
+func (env *e2e) containers(t *testing.T, chat string) []string {
 	t.Helper()
-	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelChat+"="+chat).Output()
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelChat+"="+chat,
+		"--filter", "label="+docker.LabelDataDir+"="+env.dataDir).Output()
 	require.NoError(t, err)
 	return strings.Fields(string(out))
 }
@@ -165,7 +167,7 @@ func TestE2ERealSandbox(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(ws, scriptedapi.DemoFile))
 	require.NoError(t, err)
 	assert.Equal(t, scriptedapi.DemoContent, string(got), "the agent's file outlives the container")
-	assert.Empty(t, containers(t, "1"), "the container is removed")
+	assert.Empty(t, env.containers(t, "1"), "the container is removed")
 
 	reqs := env.api.MessageRequests()
 	require.NotEmpty(t, reqs)
@@ -188,14 +190,14 @@ func TestE2EClientDisconnectRemovesTheContainer(t *testing.T) {
 	for stream.Next() {
 		c := stream.Current()
 		if f, ok := c.JSON.ExtraFields["agentbox"]; ok && strings.Contains(f.Raw(), `"kind":"init"`) {
-			require.Len(t, containers(t, "2"), 1, "the agent runs in its container")
+			require.Len(t, env.containers(t, "2"), 1, "the agent runs in its container")
 			break // the CLI started and waits on the stalled model
 		}
 	}
 	t0 := time.Now()
 	cancel()
 	_ = stream.Close()
-	require.Eventually(t, func() bool { return len(containers(t, "2")) == 0 }, 30*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return len(env.containers(t, "2")) == 0 }, 30*time.Second, 100*time.Millisecond,
 		"the container is removed after the client went away")
 	took := time.Since(t0)
 	t.Logf("container removed %v after the client went away", took.Round(10*time.Millisecond))
