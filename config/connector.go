@@ -69,6 +69,24 @@ type Connector struct {
 	Key Secret `json:"key,omitempty"`
 	// KeyEnv is the environment variable the key came from, if any.
 	KeyEnv string `json:"key_env,omitempty"`
+	// OpenAI holds what differs between OpenAI-compatible providers
+	// (ConnectorOpenAI only; the zero value otherwise).
+	OpenAI OpenAIOptions `json:"openai,omitempty"`
+}
+
+// OpenAIOptions are an openai connector's provider settings, used when
+// the Claude CLI's Anthropic calls are translated to Chat Completions.
+type OpenAIOptions struct {
+	// ReasoningField is "reasoning_content", "reasoning" or "" (both).
+	ReasoningField string `json:"reasoning_field,omitempty"`
+	// Thinking is "", "reasoning_effort" or "enable_thinking".
+	Thinking string `json:"thinking,omitempty"`
+	// StreamUsage sends stream_options.include_usage (default true).
+	StreamUsage bool `json:"stream_usage"`
+	// MaxTokens caps max_tokens (0: no cap).
+	MaxTokens int64 `json:"max_tokens,omitempty"`
+	// MaxCompletionTokens sends max_completion_tokens instead.
+	MaxCompletionTokens bool `json:"max_completion_tokens,omitempty"`
 }
 
 const connSuffix = ".conn.yao"
@@ -162,7 +180,42 @@ func loadConnector(root, rel, id string, opts *LoadOptions, ps *problems) *Conne
 			c.Key, c.KeyEnv = resolveSecret(d, v, "options.key", k, opts)
 		}
 	}
+	loadOpenAIOptions(d, o, c)
 	return c
+}
+
+// loadOpenAIOptions reads the options only openai connectors have; on
+// another type each of them is an error, since it would have no effect.
+func loadOpenAIOptions(d *decoder, o *node, c *Connector) {
+	c.OpenAI.StreamUsage = true
+	for _, k := range []string{"reasoning_field", "thinking", "stream_usage", "max_tokens", "max_completion_tokens"} {
+		v := o.get(k)
+		if v == nil {
+			continue
+		}
+		p := "options." + k
+		if c.Type != ConnectorOpenAI {
+			d.errorf(v, p, "remove it, or make the connector \"type\": \"openai\"", "only openai connectors have %s", k)
+			continue
+		}
+		switch k {
+		case "reasoning_field":
+			c.OpenAI.ReasoningField, _ = d.oneOf(v, p, []string{"reasoning_content", "reasoning"})
+		case "thinking":
+			c.OpenAI.Thinking, _ = d.oneOf(v, p, []string{"reasoning_effort", "enable_thinking"})
+		case "stream_usage":
+			c.OpenAI.StreamUsage, _ = d.boolean(v, p)
+		case "max_tokens":
+			if n, ok := d.integer(v, p, "8192"); ok {
+				if n < 1 {
+					d.errorf(v, p, "use a positive number of tokens, e.g. 8192", "%d is not positive", n)
+				}
+				c.OpenAI.MaxTokens = n
+			}
+		case "max_completion_tokens":
+			c.OpenAI.MaxCompletionTokens, _ = d.boolean(v, p)
+		}
+	}
 }
 
 // resolveSecret expands "$ENV.NAME" through opts.LookupEnv; an unset or

@@ -33,6 +33,11 @@ var connectorFields = []field{
 	{"options.host", "string", "per type", "API base URL (http or https)"},
 	{"options.model", "string", "(required)", "model name"},
 	{"options.key", "string", "none", "API key, or \"$ENV.NAME\" to read it from the gateway's environment (an unset variable is an error)"},
+	{"options.reasoning_field", "string", "both", "openai only: the field the provider streams reasoning in, \"reasoning_content\" (DeepSeek, Qwen, Kimi, vLLM before 0.10) or \"reasoning\" (OpenRouter, Ollama, vLLM 0.10+); it becomes thinking for the Claude CLI"},
+	{"options.thinking", "string", "none", "openai only: how to ask for reasoning when the CLI enables thinking, \"reasoning_effort\" (OpenAI o-series and gpt-5, OpenRouter, Groq) or \"enable_thinking\" (Qwen on DashScope, vLLM/SGLang serving Qwen3)"},
+	{"options.stream_usage", "boolean", "true", "openai only: send stream_options.include_usage (most providers send no usage in streams without it); false only for providers that refuse the field"},
+	{"options.max_tokens", "integer", "none", "openai only: ceiling on max_tokens (the Claude CLI asks for up to 32000; DeepSeek chat allows 8192)"},
+	{"options.max_completion_tokens", "boolean", "false", "openai only: send max_completion_tokens instead of max_tokens (OpenAI's reasoning models require it)"},
 }
 
 var mcpServerFields = []field{
