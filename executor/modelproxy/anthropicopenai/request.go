@@ -1,0 +1,281 @@
+package anthropicopenai
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// ToolErrorPrefix starts the tool message of a tool_result the CLI marked
+// is_error, since Chat Completions has no such flag.
+const ToolErrorPrefix = "Error: "
+
+// translated is an Anthropic request turned into a Chat Completions one.
+type translated struct {
+	params openai.ChatCompletionNewParams
+	stream bool
+	// model is the model the CLI asked for, echoed in the answer.
+	model string
+}
+
+// body is the Chat Completions JSON to send.
+func (tr *translated) body() ([]byte, error) { return json.Marshal(tr.params) }
+
+// ToChatCompletions translates an Anthropic Messages request body into a
+// Chat Completions request body under o, and reports whether it streams.
+func ToChatCompletions(anthropicBody []byte, o Options) (body []byte, stream bool, err error) {
+	tr, err := translateRequest(anthropicBody, o)
+	if err != nil {
+		return nil, false, err
+	}
+	b, err := tr.body()
+	return b, tr.stream, err
+}
+
+func translateRequest(raw []byte, o Options) (*translated, error) {
+	var in anthropic.MessageNewParams
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, fmt.Errorf("the body is not an Anthropic Messages request: %w", err)
+	}
+	var flags struct {
+		Stream bool `json:"stream"`
+	}
+	_ = json.Unmarshal(raw, &flags)
+	tr := &translated{stream: flags.Stream, model: in.Model}
+	p := &tr.params
+	p.Model = shared.ChatModel(in.Model)
+	if o.Model != "" {
+		p.Model = shared.ChatModel(o.Model)
+	}
+
+	if sys := systemText(in.System); sys != "" {
+		p.Messages = append(p.Messages, openai.SystemMessage(sys))
+	}
+	for i, m := range in.Messages {
+		msgs, err := translateMessage(m)
+		if err != nil {
+			return nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		p.Messages = append(p.Messages, msgs...)
+	}
+
+	for _, t := range in.Tools {
+		if t.OfTool == nil {
+			continue // server tools (web search...) have no Chat Completions form
+		}
+		schema, err := schemaMap(t.OfTool.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: %w", t.OfTool.Name, err)
+		}
+		fn := shared.FunctionDefinitionParam{Name: t.OfTool.Name, Parameters: schema}
+		if t.OfTool.Description.Valid() {
+			fn.Description = param.NewOpt(t.OfTool.Description.Value)
+		}
+		p.Tools = append(p.Tools, openai.ChatCompletionToolUnionParam{OfFunction: &openai.ChatCompletionFunctionToolParam{Function: fn}})
+	}
+	if len(p.Tools) > 0 {
+		translateToolChoice(in.ToolChoice, p)
+	}
+
+	maxTokens := in.MaxTokens
+	if o.MaxTokensCeiling > 0 && (maxTokens <= 0 || maxTokens > o.MaxTokensCeiling) {
+		maxTokens = o.MaxTokensCeiling
+	}
+	if maxTokens > 0 {
+		if o.MaxCompletionTokens {
+			p.MaxCompletionTokens = param.NewOpt(maxTokens)
+		} else {
+			p.MaxTokens = param.NewOpt(maxTokens)
+		}
+	}
+	if in.Temperature.Valid() {
+		p.Temperature = param.NewOpt(in.Temperature.Value)
+	}
+	if in.TopP.Valid() {
+		p.TopP = param.NewOpt(in.TopP.Value)
+	}
+	if len(in.StopSequences) > 0 {
+		p.Stop = openai.ChatCompletionNewParamsStopUnion{OfStringArray: in.StopSequences}
+	}
+
+	extra := map[string]any{}
+	if tr.stream {
+		extra["stream"] = true
+		if o.StreamUsage {
+			p.StreamOptions.IncludeUsage = param.NewOpt(true)
+		}
+	}
+	if th := in.Thinking.OfEnabled; th != nil {
+		switch o.ThinkingParam {
+		case ThinkingReasoningEffort:
+			p.ReasoningEffort = effort(th.BudgetTokens)
+		case ThinkingEnableThinking:
+			extra["enable_thinking"] = true
+			extra["thinking_budget"] = th.BudgetTokens
+		}
+	}
+	if len(extra) > 0 {
+		p.SetExtraFields(extra)
+	}
+	return tr, nil
+}
+
+// effort maps an Anthropic thinking budget to an OpenAI reasoning effort.
+func effort(budget int64) shared.ReasoningEffort {
+	switch {
+	case budget < 4096:
+		return shared.ReasoningEffortLow
+	case budget < 16384:
+		return shared.ReasoningEffortMedium
+	default:
+		return shared.ReasoningEffortHigh
+	}
+}
+
+func systemText(blocks []anthropic.TextBlockParam) string {
+	parts := make([]string, 0, len(blocks))
+	for _, b := range blocks {
+		if b.Text != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// schemaMap turns a tool's input schema into Chat Completions parameters,
+// keeping fields the SDK has no name for (additionalProperties, $schema).
+func schemaMap(s anthropic.ToolInputSchemaParam) (shared.FunctionParameters, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("input_schema does not encode: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("input_schema is not a JSON object: %w", err)
+	}
+	if _, ok := m["type"]; !ok {
+		m["type"] = "object"
+	}
+	return m, nil
+}
+
+func translateToolChoice(tc anthropic.ToolChoiceUnionParam, p *openai.ChatCompletionNewParams) {
+	disable := false
+	switch {
+	case tc.OfAuto != nil:
+		p.ToolChoice.OfAuto = param.NewOpt("auto")
+		disable = tc.OfAuto.DisableParallelToolUse.Value
+	case tc.OfAny != nil:
+		p.ToolChoice.OfAuto = param.NewOpt("required")
+		disable = tc.OfAny.DisableParallelToolUse.Value
+	case tc.OfTool != nil:
+		p.ToolChoice.OfFunctionToolChoice = &openai.ChatCompletionNamedToolChoiceParam{
+			Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: tc.OfTool.Name}}
+		disable = tc.OfTool.DisableParallelToolUse.Value
+	case tc.OfNone != nil:
+		p.ToolChoice.OfAuto = param.NewOpt("none")
+	}
+	if disable {
+		p.ParallelToolCalls = param.NewOpt(false)
+	}
+}
+
+// translateMessage turns one Anthropic turn into Chat Completions
+// messages: an assistant turn into one assistant message with tool_calls,
+// a user turn into one tool message per tool_result (they must follow the
+// assistant's tool_calls directly) and then a user message for the rest.
+func translateMessage(m anthropic.MessageParam) ([]openai.ChatCompletionMessageParamUnion, error) {
+	if m.Role == anthropic.MessageParamRoleAssistant {
+		var a openai.ChatCompletionAssistantMessageParam
+		var text []string
+		for _, b := range m.Content {
+			switch {
+			case b.OfText != nil:
+				text = append(text, b.OfText.Text)
+			case b.OfToolUse != nil:
+				args, err := json.Marshal(b.OfToolUse.Input)
+				if err != nil {
+					return nil, fmt.Errorf("tool_use %s input: %w", b.OfToolUse.ID, err)
+				}
+				if string(args) == "null" {
+					args = []byte("{}")
+				}
+				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+					ID: b.OfToolUse.ID, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: b.OfToolUse.Name, Arguments: string(args)}}})
+			}
+			// thinking and redacted_thinking are the provider's own
+			// reasoning; most providers reject it as input, so it is dropped.
+		}
+		if len(text) > 0 {
+			a.Content.OfString = param.NewOpt(strings.Join(text, ""))
+		}
+		if len(text) == 0 && len(a.ToolCalls) == 0 {
+			a.Content.OfString = param.NewOpt("")
+		}
+		return []openai.ChatCompletionMessageParamUnion{{OfAssistant: &a}}, nil
+	}
+
+	var out []openai.ChatCompletionMessageParamUnion
+	var parts []openai.ChatCompletionContentPartUnionParam
+	for _, b := range m.Content {
+		switch {
+		case b.OfText != nil:
+			parts = append(parts, openai.TextContentPart(b.OfText.Text))
+		case b.OfImage != nil:
+			if p, ok := imagePart(b.OfImage.Source); ok {
+				parts = append(parts, p)
+			}
+		case b.OfToolResult != nil:
+			r := b.OfToolResult
+			text := toolResultText(r.Content)
+			if r.IsError.Value {
+				text = ToolErrorPrefix + text
+			}
+			out = append(out, openai.ToolMessage(text, r.ToolUseID))
+		case b.OfDocument != nil:
+			if t := b.OfDocument.Source.OfText; t != nil {
+				parts = append(parts, openai.TextContentPart(t.Data))
+			}
+		}
+	}
+	if len(parts) == 1 && parts[0].OfText != nil {
+		out = append(out, openai.UserMessage(parts[0].OfText.Text))
+	} else if len(parts) > 0 {
+		out = append(out, openai.UserMessage(parts))
+	}
+	return out, nil
+}
+
+func imagePart(src anthropic.ImageBlockParamSourceUnion) (openai.ChatCompletionContentPartUnionParam, bool) {
+	switch {
+	case src.OfBase64 != nil:
+		return openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{
+			URL: "data:" + string(src.OfBase64.MediaType) + ";base64," + src.OfBase64.Data}), true
+	case src.OfURL != nil:
+		return openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: src.OfURL.URL}), true
+	}
+	return openai.ChatCompletionContentPartUnionParam{}, false
+}
+
+// toolResultText flattens a tool result's blocks; images are named, not
+// sent, since tool messages carry text only.
+func toolResultText(blocks []anthropic.ToolResultBlockParamContentUnion) string {
+	var sb strings.Builder
+	for i, c := range blocks {
+		if i > 0 {
+			sb.WriteString("\n")
+		}
+		switch {
+		case c.OfText != nil:
+			sb.WriteString(c.OfText.Text)
+		case c.OfImage != nil:
+			sb.WriteString("[image omitted: the provider's tool messages carry text only]")
+		}
+	}
+	return sb.String()
+}
