@@ -2,6 +2,7 @@ package anthropicopenai
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
+	"github.com/tidwall/gjson"
 )
 
 // ToolErrorPrefix starts the tool message of a tool_result the CLI marked
@@ -38,6 +40,9 @@ func ToChatCompletions(anthropicBody []byte, o Options) (body []byte, stream boo
 }
 
 func translateRequest(raw []byte, o Options) (*translated, error) {
+	if err := checkShape(raw); err != nil {
+		return nil, err
+	}
 	var in anthropic.MessageNewParams
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, fmt.Errorf("the body is not an Anthropic Messages request: %w", err)
@@ -123,6 +128,39 @@ func translateRequest(raw []byte, o Options) (*translated, error) {
 		p.SetExtraFields(extra)
 	}
 	return tr, nil
+}
+
+// checkShape rejects what the SDK's lenient decoder would let through as
+// an empty request: the SDK leaves mistyped fields unset instead of failing.
+func checkShape(raw []byte) error {
+	if !gjson.ValidBytes(raw) {
+		return errors.New("the body is not valid JSON")
+	}
+	root := gjson.ParseBytes(raw)
+	if !root.IsObject() {
+		return errors.New("the body is not a JSON object; send an Anthropic Messages request")
+	}
+	if m := root.Get("model"); m.Type != gjson.String || m.Str == "" {
+		return errors.New("model: a non-empty string is required")
+	}
+	msgs := root.Get("messages")
+	if !msgs.IsArray() || len(msgs.Array()) == 0 {
+		return errors.New("messages: a non-empty array is required")
+	}
+	for i, m := range msgs.Array() {
+		if r := m.Get("role").String(); r != "user" && r != "assistant" {
+			return fmt.Errorf("messages[%d].role: %q is neither user nor assistant", i, r)
+		}
+		if c := m.Get("content"); c.Type != gjson.String && !c.IsArray() {
+			return fmt.Errorf("messages[%d].content: a string or an array of blocks is required", i)
+		}
+	}
+	for _, k := range []string{"system", "tools", "stop_sequences"} {
+		if v := root.Get(k); v.Exists() && v.Type != gjson.Null && !v.IsArray() && (k != "system" || v.Type != gjson.String) {
+			return fmt.Errorf("%s: has the wrong JSON type", k)
+		}
+	}
+	return nil
 }
 
 // effort maps an Anthropic thinking budget to an OpenAI reasoning effort.
