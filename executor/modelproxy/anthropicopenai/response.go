@@ -85,7 +85,7 @@ func reasoning(extra map[string]respjson.Field, field string) string {
 	}
 	for _, n := range names {
 		f, ok := extra[n]
-		if !ok || !f.Valid() {
+		if !ok || !present(f) {
 			continue
 		}
 		var s string
@@ -94,6 +94,13 @@ func reasoning(extra map[string]respjson.Field, field string) string {
 		}
 	}
 	return ""
+}
+
+// present reports whether an extra field holds a value. Extra fields are
+// never Valid() in openai-go, which checks them against no type.
+func present(f respjson.Field) bool {
+	r := f.Raw()
+	return r != respjson.Omitted && r != respjson.Null
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -115,7 +122,7 @@ func translateCompletion(b []byte, model, reasoningField string) (*message, erro
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, err
 	}
-	if e, ok := c.JSON.ExtraFields["error"]; ok && e.Valid() {
+	if e, ok := c.JSON.ExtraFields["error"]; ok && present(e) {
 		eb := streamError(json.RawMessage(e.Raw()))
 		return nil, fmt.Errorf("%s", eb.Error.Message)
 	}

@@ -178,7 +178,7 @@ func (s *streamState) chunk(data []byte) (done bool, err error) {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return false, fmt.Errorf("anthropicopenai: provider stream chunk is not JSON: %w", err)
 	}
-	if e, ok := c.JSON.ExtraFields["error"]; ok && e.Valid() {
+	if e, ok := c.JSON.ExtraFields["error"]; ok && present(e) {
 		s.start(c.ID)
 		s.closeBlock()
 		s.ev.send("error", streamError(json.RawMessage(e.Raw())))
