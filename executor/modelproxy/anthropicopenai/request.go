@@ -115,13 +115,15 @@ func translateRequest(raw []byte, o Options) (*translated, error) {
 			p.StreamOptions.IncludeUsage = param.NewOpt(true)
 		}
 	}
-	if th := in.Thinking.OfEnabled; th != nil {
+	if on, budget, eff := thinkingOf(in); on {
 		switch o.ThinkingParam {
 		case ThinkingReasoningEffort:
-			p.ReasoningEffort = effort(th.BudgetTokens)
+			p.ReasoningEffort = eff
 		case ThinkingEnableThinking:
 			extra["enable_thinking"] = true
-			extra["thinking_budget"] = th.BudgetTokens
+			if budget > 0 {
+				extra["thinking_budget"] = budget
+			}
 		}
 	}
 	if len(extra) > 0 {
@@ -148,8 +150,8 @@ func checkShape(raw []byte) error {
 		return errors.New("messages: a non-empty array is required")
 	}
 	for i, m := range msgs.Array() {
-		if r := m.Get("role").String(); r != "user" && r != "assistant" {
-			return fmt.Errorf("messages[%d].role: %q is neither user nor assistant", i, r)
+		if r := m.Get("role").String(); r != "user" && r != "assistant" && r != "system" {
+			return fmt.Errorf("messages[%d].role: %q is not user, assistant or system", i, r)
 		}
 		if c := m.Get("content"); c.Type != gjson.String && !c.IsArray() {
 			return fmt.Errorf("messages[%d].content: a string or an array of blocks is required", i)
@@ -161,6 +163,26 @@ func checkShape(raw []byte) error {
 		}
 	}
 	return nil
+}
+
+// thinkingOf says whether the CLI asked for thinking, with its budget
+// (enabled) or effort (adaptive, from output_config.effort).
+func thinkingOf(in anthropic.MessageNewParams) (on bool, budget int64, eff shared.ReasoningEffort) {
+	switch {
+	case in.Thinking.OfEnabled != nil:
+		b := in.Thinking.OfEnabled.BudgetTokens
+		return true, b, effort(b)
+	case in.Thinking.OfAdaptive != nil:
+		switch e := string(in.OutputConfig.Effort); e {
+		case "low", "medium", "high":
+			return true, 0, shared.ReasoningEffort(e)
+		case "":
+			return true, 0, shared.ReasoningEffortMedium
+		default: // xhigh, max
+			return true, 0, shared.ReasoningEffortHigh
+		}
+	}
+	return false, 0, ""
 }
 
 // effort maps an Anthropic thinking budget to an OpenAI reasoning effort.
@@ -178,7 +200,9 @@ func effort(budget int64) shared.ReasoningEffort {
 func systemText(blocks []anthropic.TextBlockParam) string {
 	parts := make([]string, 0, len(blocks))
 	for _, b := range blocks {
-		if b.Text != "" {
+		// The CLI's billing header is for Anthropic, and its per-build
+		// hash at the very start would defeat providers' prefix caches.
+		if b.Text != "" && !strings.HasPrefix(b.Text, "x-anthropic-billing-header:") {
 			parts = append(parts, b.Text)
 		}
 	}
@@ -228,6 +252,9 @@ func translateToolChoice(tc anthropic.ToolChoiceUnionParam, p *openai.ChatComple
 // a user turn into one tool message per tool_result (they must follow the
 // assistant's tool_calls directly) and then a user message for the rest.
 func translateMessage(m anthropic.MessageParam) ([]openai.ChatCompletionMessageParamUnion, error) {
+	// role "system" turns (the CLI adds some after the last user turn) go
+	// as user messages: many chat templates refuse a system message that
+	// is not first.
 	if m.Role == anthropic.MessageParamRoleAssistant {
 		var a openai.ChatCompletionAssistantMessageParam
 		var text []string
@@ -281,12 +308,28 @@ func translateMessage(m anthropic.MessageParam) ([]openai.ChatCompletionMessageP
 			}
 		}
 	}
-	if len(parts) == 1 && parts[0].OfText != nil {
-		out = append(out, openai.UserMessage(parts[0].OfText.Text))
+	if text, ok := allText(parts); ok {
+		out = append(out, openai.UserMessage(text))
 	} else if len(parts) > 0 {
 		out = append(out, openai.UserMessage(parts))
 	}
 	return out, nil
+}
+
+// allText joins parts that are all text into one string: several
+// providers (DeepSeek among them) accept only string content.
+func allText(parts []openai.ChatCompletionContentPartUnionParam) (string, bool) {
+	if len(parts) == 0 {
+		return "", false
+	}
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p.OfText == nil {
+			return "", false
+		}
+		texts = append(texts, p.OfText.Text)
+	}
+	return strings.Join(texts, "\n"), true
 }
 
 func imagePart(src anthropic.ImageBlockParamSourceUnion) (openai.ChatCompletionContentPartUnionParam, bool) {

@@ -45,6 +45,12 @@ func TestRequestGolden(t *testing.T) {
 			body: `{"model":"m","max_tokens":20000,"thinking":{"type":"enabled","budget_tokens":10000},"messages":[{"role":"user","content":"think"}]}`},
 		{name: "thinking_qwen", opts: Options{ThinkingParam: ThinkingEnableThinking, StreamUsage: true},
 			body: `{"model":"m","max_tokens":20000,"stream":true,"thinking":{"type":"enabled","budget_tokens":2048},"messages":[{"role":"user","content":"think"}]}`},
+		{name: "cli_2_1_197_shape", opts: Options{ThinkingParam: ThinkingReasoningEffort},
+			body: `{"model":"claude-opus-4-8","max_tokens":64000,"stream":true,"thinking":{"type":"adaptive"},"output_config":{"effort":"high"},
+			"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]},
+			"system":[{"type":"text","text":"x-anthropic-billing-header: cc_version=2.1.197.7c8; cc_entrypoint=sdk-cli;"},{"type":"text","text":"You are a Claude agent.","cache_control":{"type":"ephemeral"}}],
+			"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>date</system-reminder>"},{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]},
+				{"role":"system","content":"Available agent types: claude"}]}`},
 		{name: "thinking_dropped", body: `{"model":"m","max_tokens":200,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"think"}]}`},
 	}
 	for _, tc := range cases {
