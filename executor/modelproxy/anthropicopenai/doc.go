@@ -14,6 +14,24 @@
 // count_tokens is answered locally from an estimate (about 4 bytes a token)
 // since Chat Completions has no such endpoint.
 //
+// Per-connector Options and the providers they are known to suit:
+//
+//	provider              ReasoningField     ThinkingParam     StreamUsage  MaxTokensCeiling
+//	OpenAI (gpt-4.1/5,o*) -                  reasoning_effort  true         model's limit; MaxCompletionTokens
+//	DeepSeek              reasoning_content  -                 true         8192 (chat), 65536 (reasoner)
+//	Qwen (DashScope)      reasoning_content  enable_thinking   true         8192-32768 by model
+//	Kimi (Moonshot)       reasoning_content  -                 true         model's limit
+//	vLLM / SGLang         reasoning_content  enable_thinking   true         server's max_model_len minus prompt
+//	Ollama                reasoning          -                 true         num_predict of the model
+//	OpenRouter            reasoning          reasoning_effort  true         model's limit
+//
+// What is not carried over: top_k, cache_control (providers cache by
+// prefix on their own), server tools such as web search, images inside
+// tool results (named in the text instead), and the CLI's own thinking
+// blocks in the history (providers reject them as input). Mid-conversation
+// role "system" turns go as user messages, and the CLI's
+// x-anthropic-billing-header system block is dropped.
+//
 // Concurrency: a Transport is safe for concurrent use; each RoundTrip
 // translates one call, and a streamed answer is translated by one goroutine
 // that ends when the provider's stream ends, the response body is closed,
