@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/executor/modelproxy/anthropicopenai"
 	"sort"
 	"time"
 
@@ -93,6 +94,13 @@ type Connector struct {
 	// Key is the connector's real API key. It never enters the container:
 	// the agent gets a per-request token that only the host's proxy takes.
 	Key string
+	// OpenAI, when set, says Upstream is an OpenAI-compatible Chat
+	// Completions API (its base URL, e.g. https://api.deepseek.com/v1):
+	// the model proxy translates the Claude CLI's Anthropic calls to it
+	// (executor/modelproxy/anthropicopenai). Its BaseURL, APIKey, Model,
+	// Client and Logger are filled in by the ProxyRouter; the rest says
+	// what differs between providers.
+	OpenAI *anthropicopenai.Options
 }
 
 // Catalog is the gateway's set of assistants, typically loaded by package

@@ -8,6 +8,7 @@ import (
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/modelproxy"
+	"github.com/agentbox/agentbox/executor/modelproxy/anthropicopenai"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/jsapi"
 )
@@ -110,6 +111,10 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 	if c := ca.Connector; c != nil {
 		s.Run.Model = c.Model
 		s.Connector = Connector{Upstream: c.Host, Key: c.Key.Reveal()}
+		if c.Type == config.ConnectorOpenAI && sb.Command == "claude" {
+			s.Connector.OpenAI = &anthropicopenai.Options{ReasoningField: c.OpenAI.ReasoningField, ThinkingParam: c.OpenAI.Thinking,
+				StreamUsage: c.OpenAI.StreamUsage, MaxTokensCeiling: c.OpenAI.MaxTokens, MaxCompletionTokens: c.OpenAI.MaxCompletionTokens}
+		}
 		// Cursor's CLI talks to Cursor itself (see package cursor).
 		s.DirectModel = c.Type == config.ConnectorCursor
 	}

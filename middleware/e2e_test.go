@@ -40,7 +40,7 @@ type e2e struct {
 	client  sdk.Client
 }
 
-func newE2E(t *testing.T, h hooks.Hooks) *e2e {
+func newE2E(t *testing.T, h hooks.Hooks, mods ...func(*middleware.Assistant)) *e2e {
 	t.Helper()
 	img := testenv.RequireImage(t)
 	bin := testenv.HelperBinary(t)
@@ -62,6 +62,9 @@ func newE2E(t *testing.T, h hooks.Hooks) *e2e {
 		StallTimeout: time.Minute,
 		Connector:    middleware.Connector{Upstream: env.api.URL, Key: connectorKey},
 	}}
+	for _, m := range mods {
+		m(coder)
+	}
 	cat, err := middleware.NewCatalog(coder)
 	require.NoError(t, err)
 	o, err := middleware.New(context.Background(), middleware.Options{

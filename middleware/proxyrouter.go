@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/helper"
 	"github.com/agentbox/agentbox/executor/modelproxy"
+	"github.com/agentbox/agentbox/executor/modelproxy/anthropicopenai"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -147,9 +148,13 @@ func (p *ProxyRouter) Open(ctx context.Context, sb executor.Sandbox, a *Assistan
 	// The run's own log lines carry user and chat with the request id.
 	log := p.log.With("assistant", a.ID, "sandbox", sb.ID(), "request", RequestID(ctx))
 	log.Debug("model budget", "calls", budget.MaxRequests, "tokens", budget.MaxTokens, "wall", budget.MaxDuration, "model", a.Sandbox.Run.Model)
+	client, err := p.client(a, log)
+	if err != nil {
+		return nil, fmt.Errorf("middleware: model route of %q: %w", a.ID, err)
+	}
 	proxy, err := modelproxy.New(modelproxy.Options{
 		Upstream: a.Sandbox.Connector.Upstream, APIKey: a.Sandbox.Connector.Key, Token: tok,
-		MaxRequestBytes: p.opts.MaxRequestBytes, Budget: budget, Client: p.opts.Client,
+		MaxRequestBytes: p.opts.MaxRequestBytes, Budget: budget, Client: client,
 		Model: a.Sandbox.Run.Model, AllowedModels: p.opts.AllowedModels, MaxOutputTokens: p.opts.MaxOutputTokens,
 		MaxConcurrent: p.opts.MaxConcurrent, Bodies: p.bodies, Logger: log,
 	})
@@ -162,6 +167,28 @@ func (p *ProxyRouter) Open(ctx context.Context, sb executor.Sandbox, a *Assistan
 	}
 	go func() { _ = proxy.Serve(ln) }()
 	return &proxyRoute{proxy: proxy, ln: ln, base: relay.ModelBaseURL(), token: tok}, nil
+}
+
+// client is the upstream client of a's proxy: the router's own, or for an
+// OpenAI-compatible connector one whose transport translates the CLI's
+// Anthropic calls to Chat Completions over the router's transport.
+func (p *ProxyRouter) client(a *Assistant, log hclog.Logger) (*http.Client, error) {
+	c := a.Sandbox.Connector
+	if c.OpenAI == nil {
+		return p.opts.Client, nil
+	}
+	o := *c.OpenAI
+	o.BaseURL, o.APIKey, o.Model, o.Logger = c.Upstream, c.Key, a.Sandbox.Run.Model, log.Named("openai")
+	out := &http.Client{}
+	if p.opts.Client != nil {
+		o.Client, out.Timeout = p.opts.Client.Transport, p.opts.Client.Timeout
+	}
+	t, err := anthropicopenai.New(o)
+	if err != nil {
+		return nil, err
+	}
+	out.Transport = t
+	return out, nil
 }
 
 // sandboxUser parses Spec.User ("uid:gid"; "" is 1000:1000, the image's
