@@ -25,7 +25,8 @@ type Skill struct {
 	// ("Bash(git diff:*)" stays one entry).
 	AllowedTools []string `json:"allowed_tools,omitempty"`
 	// Dir is the skill's directory (absolute); the middleware copies it
-	// into the workspace's .claude/skills/.
+	// into the run's HOME (.claude/skills/ there, where the CLI reads user
+	// skills), outside the workspace the agent can write.
 	Dir string `json:"-"`
 	// File is SKILL.md's path relative to the gateway directory.
 	File string `json:"file"`
