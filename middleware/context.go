@@ -7,7 +7,25 @@ import "context"
 type (
 	requestIDKey struct{}
 	assistantKey struct{}
+	identityKey  struct{}
 )
+
+// identity is the user and chat of a sandboxed request.
+type identity struct{ user, chat string }
+
+// withIdentity returns ctx carrying the request's user and chat, for the
+// ModelRouter's log lines.
+func withIdentity(ctx context.Context, user, chat string) context.Context {
+	return context.WithValue(ctx, identityKey{}, identity{user, chat})
+}
+
+// IdentityFrom returns the user and chat of the sandboxed request ctx
+// belongs to ("" when it carries none); a ModelRouter's Open gets such a
+// context.
+func IdentityFrom(ctx context.Context) (user, chat string) {
+	id, _ := ctx.Value(identityKey{}).(identity)
+	return id.user, id.chat
+}
 
 // WithRequestID returns ctx carrying the request's id (the adapter's
 // completion id), which the middleware puts in its log lines.

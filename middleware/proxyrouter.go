@@ -145,8 +145,9 @@ func (p *ProxyRouter) Open(ctx context.Context, sb executor.Sandbox, a *Assistan
 	if err != nil {
 		return nil, err
 	}
-	// The run's own log lines carry user and chat with the request id.
-	log := p.log.With("assistant", a.ID, "sandbox", sb.ID(), "request", RequestID(ctx))
+	// A refusal's warn line names who was refused.
+	user, chat := IdentityFrom(ctx)
+	log := p.log.With("assistant", a.ID, "user", user, "chat", chat, "sandbox", sb.ID(), "request", RequestID(ctx))
 	log.Debug("model budget", "calls", budget.MaxRequests, "tokens", budget.MaxTokens, "wall", budget.MaxDuration, "model", a.Sandbox.Run.Model)
 	client, err := p.client(a, log)
 	if err != nil {

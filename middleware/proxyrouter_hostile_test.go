@@ -67,6 +67,7 @@ func TestHostileAgentCallsOtherAPIs(t *testing.T) {
 	log := env.Log()
 	assert.GreaterOrEqual(t, strings.Count(log, "model call refused:"), len(attempts), "one WARN line per refusal")
 	assert.Contains(t, log, "uri=/v1/files")
+	assert.Regexp(t, `model call refused:.* chat=proxy-endpoints .*user=mallory`, log, "the warn line names the user and chat")
 }
 
 // TestHostileModelLoopStopsAtBudget is finding 2 of issue 14 through the

@@ -287,7 +287,7 @@ func (r *run) start(ctx context.Context) error {
 	r.o.tel.live.Add(1)
 	r.log.Debug("sandbox ready", "id", sb.ID(), "took", r.t.ContainerStart)
 	if r.o.models != nil && !r.a.Sandbox.DirectModel {
-		route, err := r.o.models.Open(ctx, sb, r.a)
+		route, err := r.o.models.Open(withIdentity(ctx, r.req.UserID, r.req.ChatID), sb, r.a)
 		if err != nil {
 			return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's model route could not open; the gateway's log has the details"))
 		}
