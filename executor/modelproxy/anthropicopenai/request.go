@@ -53,9 +53,9 @@ func translateRequest(raw []byte, o Options) (*translated, error) {
 	_ = json.Unmarshal(raw, &flags)
 	tr := &translated{stream: flags.Stream, model: in.Model}
 	p := &tr.params
-	p.Model = shared.ChatModel(in.Model)
+	p.Model = in.Model
 	if o.Model != "" {
-		p.Model = shared.ChatModel(o.Model)
+		p.Model = o.Model
 	}
 
 	if sys := systemText(in.System); sys != "" {

@@ -148,6 +148,6 @@ func translateCompletion(b []byte, model, reasoningField string) (*message, erro
 		}
 		m.Content = append(m.Content, block{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: args})
 	}
-	m.StopReason = ptr(stopReason(string(ch.FinishReason), len(ch.Message.ToolCalls) > 0))
+	m.StopReason = ptr(stopReason(ch.FinishReason, len(ch.Message.ToolCalls) > 0))
 	return m, nil
 }

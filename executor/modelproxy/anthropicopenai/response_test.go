@@ -31,14 +31,26 @@ func transport(t *testing.T, s *scriptedopenai.Server, o anthropicopenai.Options
 	return tr
 }
 
-func post(t *testing.T, tr http.RoundTripper, path, body string) *http.Response {
+// post sends body to path through tr and returns the response with its
+// body read and closed.
+func post(t *testing.T, tr http.RoundTripper, path, body string) (reply, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, anthropicHost+path, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	require.NoError(t, err)
-	return resp
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return reply{StatusCode: resp.StatusCode, Header: resp.Header, ReadErr: err}, b
+}
+
+// reply is what a test reads of a response once its body is consumed.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+	// ReadErr is how reading the body ended (nil for a clean end).
+	ReadErr error
 }
 
 func goldenFile(t *testing.T, name string, got []byte) {
@@ -130,9 +142,8 @@ func TestResponseGolden(t *testing.T) {
 				s := scriptedopenai.Start(scriptedopenai.WithTurns(tc.turn, tc.turn))
 				defer s.Close()
 				tr := transport(t, s, o)
-				resp := post(t, tr, "/v1/messages", request(stream))
-				b, err := io.ReadAll(resp.Body)
-				require.NoError(t, err)
+				resp, b := post(t, tr, "/v1/messages", request(stream))
+				require.NoError(t, resp.ReadErr)
 				require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
 				goldenFile(t, name, b)
 				assert.Equal(t, "Bearer sk-provider", s.Requests()[0].Header.Get("Authorization"))
@@ -153,7 +164,7 @@ func TestResponseGolden(t *testing.T) {
 					require.NoError(t, err)
 					m = *got
 				}
-				assert.Equal(t, "claude-sonnet-4-5", string(m.Model))
+				assert.Equal(t, "claude-sonnet-4-5", m.Model)
 				tc.check(t, m)
 			})
 		}
@@ -177,8 +188,12 @@ func TestStreamFailures(t *testing.T) {
 			s := scriptedopenai.Start(scriptedopenai.WithTurns(tc.turn, tc.turn))
 			defer s.Close()
 			tr := transport(t, s, anthropicopenai.Options{})
-			resp := post(t, tr, "/v1/messages", request(true))
-			b, _ := io.ReadAll(resp.Body)
+			resp, b := post(t, tr, "/v1/messages", request(true))
+			if tc.name == "cut" {
+				assert.ErrorIs(t, resp.ReadErr, io.ErrUnexpectedEOF, "a cut stream also ends the body with an error, which the proxy records")
+			} else {
+				assert.NoError(t, resp.ReadErr, "a provider error is an Anthropic error event, then a clean end")
+			}
 			goldenFile(t, tc.name+".sse", b)
 			assert.Contains(t, string(b), "event: error\n")
 			assert.NotContains(t, string(b), "message_stop", "a failed stream does not end like a finished one")
@@ -216,8 +231,7 @@ func TestErrorMapping(t *testing.T) {
 			t.Run(tc.name+map[bool]string{true: "/stream", false: "/json"}[stream], func(t *testing.T) {
 				s := scriptedopenai.Start(scriptedopenai.WithTurns(scriptedopenai.Fail(tc.err)))
 				defer s.Close()
-				resp := post(t, transport(t, s, anthropicopenai.Options{}), "/v1/messages", request(stream))
-				b, _ := io.ReadAll(resp.Body)
+				resp, b := post(t, transport(t, s, anthropicopenai.Options{}), "/v1/messages", request(stream))
 				assert.Equal(t, tc.wantStatus, resp.StatusCode)
 				assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 				assert.Equal(t, tc.err.RetryAfter, resp.Header.Get("Retry-After"))
@@ -241,12 +255,12 @@ func TestCountTokensAndProbes(t *testing.T) {
 	small := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	big := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("word ", 4000) + `"}]}`
 	count := func(body string) int {
-		resp := post(t, tr, "/v1/messages/count_tokens", body)
+		resp, b := post(t, tr, "/v1/messages/count_tokens", body)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		var c struct {
 			InputTokens int `json:"input_tokens"`
 		}
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&c))
+		require.NoError(t, json.Unmarshal(b, &c))
 		return c.InputTokens
 	}
 	n, m := count(small), count(big)
@@ -254,12 +268,13 @@ func TestCountTokensAndProbes(t *testing.T) {
 	assert.Greater(t, m, 100*n, "the estimate grows with the prompt")
 	assert.Empty(t, s.Requests(), "count_tokens never reaches the provider")
 
-	resp := post(t, tr, "/v1/messages/count_tokens", `{`)
+	resp, _ := post(t, tr, "/v1/messages/count_tokens", `{`)
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	resp = post(t, tr, "/v1/models", `{}`)
+	resp, _ = post(t, tr, "/v1/models", `{}`)
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	req, _ := http.NewRequest(http.MethodHead, anthropicHost+"/", nil)
 	hr, err := tr.RoundTrip(req)
 	require.NoError(t, err)
+	_ = hr.Body.Close()
 	assert.Equal(t, http.StatusOK, hr.StatusCode)
 }

@@ -76,7 +76,7 @@ func (t *Transport) messages(req *http.Request, raw []byte) (*http.Response, err
 	if err != nil {
 		return nil, fmt.Errorf("anthropicopenai: calling %s: %w", t.endpoint, err)
 	}
-	t.log.Debug("chat completions call", "status", resp.StatusCode, "stream", tr.stream, "model", string(tr.params.Model), "headers_after", time.Since(start))
+	t.log.Debug("chat completions call", "status", resp.StatusCode, "stream", tr.stream, "model", tr.params.Model, "headers_after", time.Since(start))
 	if resp.StatusCode/100 != 2 {
 		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
