@@ -16,7 +16,10 @@ import (
 // machine when left zero (see Admission).
 const (
 	DefaultMaxQueue = 100
-	DefaultMaxWait  = 2 * time.Minute
+	// DefaultMaxWait is long because a coding agent's run takes minutes:
+	// a queue of a few rounds is minutes long, and streamed clients see
+	// their position meanwhile.
+	DefaultMaxWait = 5 * time.Minute
 	// defaultRunMemory is what a run reserves when its assistant sets no
 	// memory limit (config's default max_memory).
 	defaultRunMemory = config.DefaultMemoryBytes

@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Admission.MaxRuns, "max-sandboxes", 0, "sandboxed requests in flight at once (0: four per core)")
 	fs.IntVar(&o.Admission.MaxRunsPerUser, "max-sandboxes-per-user", 0, "one user's sandboxed requests in flight (0: half of -max-sandboxes)")
 	fs.IntVar(&o.Admission.MaxQueue, "max-queue", 0, "requests waiting for a sandbox before the gateway answers 429 (0: 100)")
-	fs.DurationVar(&o.Admission.MaxWait, "max-queue-wait", 0, "longest wait for a sandbox, the chat's lease included, before 429 (0: 2m)")
+	fs.DurationVar(&o.Admission.MaxWait, "max-queue-wait", 0, "longest wait for a sandbox, the chat's lease included, before 429 (0: 5m)")
 	fs.BoolVar(&o.Admission.Off, "no-admission", false, "turn admission control off: every request starts its sandbox at once")
 	fs.StringVar(&o.OTLPEndpoint, "otlp", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "OTLP/HTTP endpoint for traces, e.g. http://127.0.0.1:4318 (default $OTEL_EXPORTER_OTLP_ENDPOINT; metrics are on /metrics)")
 	demo := fs.Bool("demo", false, "start on a free port, send one sandboxed chat request, print the answer and the file, exit")
