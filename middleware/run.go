@@ -452,6 +452,7 @@ func (r *run) finish(ctx context.Context, comp *executor.Completion, runErr erro
 		r.t.NextHook = time.Since(t0)
 	}
 	if runErr != nil {
+		r.forgetFailedResume(runErr)
 		return nil, runErr
 	}
 	resp := &Response{Content: final.Content, FinishReason: final.FinishReason, Completion: comp}

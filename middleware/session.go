@@ -80,6 +80,8 @@ type chatSession struct {
 	// file is the transcript's name relative to the agent's HOME.
 	file string
 	id   string
+	// resumed: the run continues the stored session.
+	resumed bool
 	// conversation are the client's messages of the request.
 	conversation []executor.Message
 }
@@ -266,7 +268,7 @@ func (r *run) openSession(ctx context.Context, runner executor.Runner, rr *execu
 			err = executor.PlaceHomeFiles(ctx, r.sb, rr.Home, map[string][]byte{cs.file: transcript})
 		}
 		if err == nil {
-			cs.id = rec.SessionID
+			cs.id, cs.resumed = rec.SessionID, true
 			r.log.Debug("resuming the chat's session", "session", cs.id, "turns", len(rec.Chain))
 			return cs
 		}
@@ -282,6 +284,24 @@ func (r *run) openSession(ctx context.Context, runner executor.Runner, rr *execu
 	}
 	cs.id = rr.SessionID
 	return cs
+}
+
+// forgetFailedResume drops the chat's stored session when a run that
+// resumed it failed in the agent (the CLI refused the transcript, or the
+// run broke inside it): a retry of the same history must not meet the same
+// session again. Cancellations and outages keep it.
+func (r *run) forgetFailedResume(err error) {
+	cs := r.session
+	if cs == nil || !cs.resumed {
+		return
+	}
+	switch KindOf(err) {
+	case KindAgent, KindTimeout:
+		r.log.Warn("the resumed session failed; the chat's next turn starts a new one", "session", cs.id, "error", err)
+		if rmErr := os.RemoveAll(cs.dir); rmErr != nil {
+			r.log.Warn("removing the failed session", "error", rmErr)
+		}
+	}
 }
 
 // saveSession copies the session's transcript out of the sandbox and

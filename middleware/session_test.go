@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -114,4 +115,32 @@ func TestNewSessionID(t *testing.T) {
 	a, b := newSessionID(), newSessionID()
 	assert.Regexp(t, uuid, a)
 	assert.NotEqual(t, a, b)
+}
+
+func TestForgetFailedResume(t *testing.T) {
+	cases := map[string]struct {
+		resumed  bool
+		err      error
+		wantKept bool
+	}{
+		"resumed run failed in the agent": {true, Errorf(KindAgent, nil, "boom"), false},
+		"resumed run timed out":           {true, Errorf(KindTimeout, nil, "slow"), false},
+		"resumed run canceled":            {true, Errorf(KindCanceled, nil, "gone"), true},
+		"resumed run, runtime down":       {true, Errorf(KindUnavailable, nil, "down"), true},
+		"fresh run failed":                {false, Errorf(KindAgent, nil, "boom"), true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "alice", "chat-1", "coder")
+			require.NoError(t, os.MkdirAll(dir, 0o700))
+			r := &run{log: hclog.NewNullLogger(), session: &chatSession{dir: dir, resumed: tc.resumed}}
+			r.forgetFailedResume(tc.err)
+			_, err := os.Stat(dir)
+			if tc.wantKept {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, os.ErrNotExist)
+			}
+		})
+	}
 }

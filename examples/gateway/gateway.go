@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -119,6 +120,9 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		},
 		Logger:    g.log.Named("agentbox"),
 		Admission: o.Admission,
+		// Beside workspaces/, where executor/docker's retention removes a
+		// chat's sessions with its workspace.
+		SessionDir: filepath.Join(o.DataDir, "sessions"),
 	})
 	if err != nil {
 		return g, err
