@@ -99,7 +99,7 @@ func conversationChain(msgs []executor.Message) []string {
 		}
 		h := sha256.New()
 		h.Write(prev[:])
-		fmt.Fprintf(h, "%s\x00%d\x00", m.Role, len(m.Content))
+		_, _ = fmt.Fprintf(h, "%s\x00%d\x00", m.Role, len(m.Content)) // a hash never fails
 		h.Write([]byte(m.Content))
 		copy(prev[:], h.Sum(nil))
 		chain = append(chain, hex.EncodeToString(prev[:]))

@@ -82,6 +82,7 @@ func TestSessionStoreRoundTripAndDamage(t *testing.T) {
 	rec, data, err := s.load(dir)
 	require.NoError(t, err)
 	assert.Nil(t, rec, "nothing stored yet")
+	assert.Nil(t, data)
 
 	transcript := []byte(`{"type":"user","sessionId":"` + id + `"}` + "\n")
 	want := &sessionRecord{SessionID: id, Chain: conversationChain(msgs("user", "a", "assistant", "b")), Updated: time.Now().UTC().Truncate(time.Second)}
