@@ -82,11 +82,13 @@ func newSessionE2E(t *testing.T, args map[string]any) *sessionE2E {
 	t.Cleanup(env.api.Close)
 	coder := &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{
 		Runner: "claude",
-		Spec: executor.Spec{Image: img, Timeout: 3 * time.Minute, MemoryBytes: 1 << 30, CPUs: 1, PidsLimit: 256,
+		// No stall watchdog and a generous timeout: on a machine shared
+		// with other test runs the CLI's start alone has taken over a
+		// minute (load average 84 on 2 cores).
+		Spec: executor.Spec{Image: img, Timeout: 5 * time.Minute, MemoryBytes: 1 << 30, CPUs: 1, PidsLimit: 256,
 			Network: "none", LeaseWait: 30 * time.Second},
-		Run:          executor.RunRequest{Model: "claude-sonnet-4-6", Arguments: args},
-		StallTimeout: time.Minute,
-		Connector:    middleware.Connector{Upstream: env.api.URL, Key: connectorKey},
+		Run:       executor.RunRequest{Model: "claude-sonnet-4-6", Arguments: args},
+		Connector: middleware.Connector{Upstream: env.api.URL, Key: connectorKey},
 	}}
 	cat, err := middleware.NewCatalog(coder)
 	require.NoError(t, err)
@@ -228,6 +230,15 @@ func TestE2ESessionResumesTheAgentsOwnWork(t *testing.T) {
 		assert.Equal(t, withoutCacheControl(prev[i]), withoutCacheControl(next[i]), "message %d differs beyond the cache breakpoint", i)
 	}
 	t.Logf("turn 2's request repeats turn 1's last request's %d messages; %d differ only by the moved cache_control", len(prev), moved)
+
+	// A regenerated answer (the client replaced turn 2's answer) does not
+	// continue the session that holds the old one.
+	_, t2b := env.ask(t, "alice:s1", u1, a1, "Thanks. What did it print?", "A regenerated answer.", "Go on.")
+	argv2b := env.runner.last()
+	_, resumedAfterRegen := flag(argv2b, "--resume")
+	assert.False(t, resumedAfterRegen, "a regenerated answer starts fresh: %q", argv2b)
+	assert.Contains(t, t2b[0].AllText(), "A regenerated answer.")
+	assert.NotContains(t, t2b[0].AllText(), a2, "the session's own answer is not replayed")
 
 	// An edited turn 1 never resumes the stale session.
 	const edited = "Please run the command, EDITED wording."
