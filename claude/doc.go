@@ -9,7 +9,8 @@
 // argv (each element well under the kernel's 128 KiB cap):
 //
 //	claude -p --verbose --output-format stream-json --input-format stream-json
-//	  --include-partial-messages --no-session-persistence
+//	  --include-partial-messages
+//	  (--no-session-persistence | --session-id ID | --resume ID)
 //	  --max-turns N --permission-mode MODE --strict-mcp-config
 //	  --setting-sources=user --add-dir=<workdir> [--model M] --allowedTools=Bash,Skill,<assistant's>,<request's MCP tools>
 //	  [--disallowedTools=...] [--mcp-config=<inline JSON>]
@@ -56,19 +57,28 @@
 //
 // Sandbox arguments (package.yao sandbox.arguments): max_turns (1-1000,
 // default 50), permission_mode (acceptEdits by default), allowed_tools,
-// disallowed_tools, max_retries (0-5). Unknown keys are errors.
+// disallowed_tools, max_retries (0-5), sessions (default true). Unknown keys
+// are errors.
 //
 // # Conversation history
 //
-// Earlier turns reach the model inside the prompt: the stdin message holds
-// a <conversation_history> block with each earlier user and assistant
-// message in a <user>/<assistant> element, then the new user message.
-// System messages join the assistant's system prompt. Other ways were
-// tried on the real CLI and rejected: every user line on stdin starts a new
-// model call (replaying N turns costs N calls and answers them again), an
-// assistant line on stdin is inserted out of order, and --resume needs the
-// CLI's session files to survive between disposable containers and breaks
-// when a client edits its history.
+// With RunRequest.SessionID empty the CLI keeps no session
+// (--no-session-persistence) and earlier turns reach the model inside the
+// prompt: the stdin message holds a <conversation_history> block with each
+// earlier user and assistant message in a <user>/<assistant> element, then
+// the new user message. With a SessionID the CLI keeps its transcript at
+// $CLAUDE_CONFIG_DIR/projects/<workdir slug>/<id>.jsonl (TranscriptFile,
+// relative to HOME): a new session (--session-id) gets the history as
+// above; a resumed one (Resume: --resume, the caller having placed the
+// transcript in HOME) gets the new user message alone, and the model sees
+// the earlier turns as the CLI recorded them, tool calls and results
+// included. The middleware keeps transcripts between turns and decides
+// when a history continues one. System messages join the assistant's
+// system prompt on every run. The sandbox argument "sessions: false" turns
+// sessions off for an assistant (SessionsEnabled). Other ways were tried on
+// the real CLI and rejected: every user line on stdin starts a new model
+// call (replaying N turns costs N calls and answers them again), and an
+// assistant line on stdin is inserted out of order.
 //
 // # Events
 //

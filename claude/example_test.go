@@ -55,7 +55,7 @@ func ExampleParseArguments() {
 	fmt.Println(err)
 	// Output:
 	// 20 acceptEdits [Read] 2 <nil>
-	// executor: invalid argument: sandbox.arguments.max_turn is not an argument of the claude runner; known: allowed_tools, disallowed_tools, max_retries, max_turns, permission_mode
+	// executor: invalid argument: sandbox.arguments.max_turn is not an argument of the claude runner; known: allowed_tools, disallowed_tools, max_retries, max_turns, permission_mode, sessions
 }
 
 func ExampleWithExit() {

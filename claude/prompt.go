@@ -53,7 +53,8 @@ func splitConversation(req executor.RunRequest) (system, prompt string, err erro
 		}
 	}
 	prompt = last.Content
-	if hist.Len() > 0 {
+	// A resumed session holds the earlier turns, tool calls included.
+	if hist.Len() > 0 && !req.Resume {
 		prompt = historyOpen + "\n" + historyIntro + "\n" + hist.String() + historyClose + "\n\n" + last.Content
 	}
 	return strings.Join(sys, "\n\n"), prompt, nil

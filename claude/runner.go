@@ -123,16 +123,20 @@ type Arguments struct {
 	// MaxRetries is CLAUDE_CODE_MAX_RETRIES (default DefaultMaxRetries,
 	// at most 5).
 	MaxRetries int
+	// Sessions keeps the CLI's session transcript between turns when the
+	// gateway does (default true; "sessions: false" turns it off and every
+	// turn gets the history as text).
+	Sessions bool
 }
 
 // argumentKeys lists the keys ParseArguments accepts.
-var argumentKeys = []string{"allowed_tools", "disallowed_tools", "max_retries", "max_turns", "permission_mode"}
+var argumentKeys = []string{"allowed_tools", "disallowed_tools", "max_retries", "max_turns", "permission_mode", "sessions"}
 
 // ParseArguments decodes and validates the assistant's sandbox arguments.
 // Unknown keys and bad values are errors wrapping executor.ErrInvalid that
 // name the key and what it accepts.
 func ParseArguments(args map[string]any) (Arguments, error) {
-	a := Arguments{MaxTurns: DefaultMaxTurns, PermissionMode: DefaultPermissionMode, MaxRetries: DefaultMaxRetries}
+	a := Arguments{MaxTurns: DefaultMaxTurns, PermissionMode: DefaultPermissionMode, MaxRetries: DefaultMaxRetries, Sessions: true}
 	keys := make([]string, 0, len(args))
 	for k := range args {
 		keys = append(keys, k)
@@ -157,6 +161,12 @@ func ParseArguments(args map[string]any) (Arguments, error) {
 			a.AllowedTools, err = toolsArg(v)
 		case "disallowed_tools":
 			a.DisallowedTools, err = toolsArg(v)
+		case "sessions":
+			b, ok := v.(bool)
+			if !ok {
+				err = fmt.Errorf("is %v (%T); use true or false", v, v)
+			}
+			a.Sessions = b
 		default:
 			err = fmt.Errorf("is not an argument of the claude runner; known: %s", strings.Join(argumentKeys, ", "))
 		}
@@ -245,6 +255,9 @@ func (r *Runner) Invocation(req executor.RunRequest) (executor.Invocation, error
 	if err := checkRequest(req); err != nil {
 		return executor.Invocation{}, err
 	}
+	if err := checkSession(req, args); err != nil {
+		return executor.Invocation{}, err
+	}
 	system, prompt, err := splitConversation(req)
 	if err != nil {
 		return executor.Invocation{}, err
@@ -259,7 +272,9 @@ func (r *Runner) Invocation(req executor.RunRequest) (executor.Invocation, error
 		"--output-format", "stream-json",
 		"--input-format", "stream-json",
 		"--include-partial-messages",
-		"--no-session-persistence",
+	}
+	argv = append(argv, sessionArgs(req)...)
+	argv = append(argv,
 		"--max-turns", strconv.Itoa(args.MaxTurns),
 		"--permission-mode", args.PermissionMode,
 		"--strict-mcp-config",
@@ -267,13 +282,13 @@ func (r *Runner) Invocation(req executor.RunRequest) (executor.Invocation, error
 		// per-run HOME, written by the gateway. Project and local settings
 		// live in the workspace, which the agent writes: their hooks, env
 		// and apiKeyHelper would run on the next turn.
-		"--setting-sources=" + SettingSources,
+		"--setting-sources="+SettingSources,
 		// The workspace's CLAUDE.md is the user's project file; with the
 		// project source off it loads only as an added directory's
 		// (CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD), which reads
 		// CLAUDE.md and nothing else of the directory.
-		"--add-dir=" + req.Workdir,
-	}
+		"--add-dir="+req.Workdir,
+	)
 	if req.Model != "" {
 		argv = append(argv, "--model", req.Model)
 	}

@@ -120,6 +120,7 @@ var commands = []command{
 			{Name: "permission_mode", Type: argEnum, Enum: []string{"default", "acceptEdits", "bypassPermissions", "dontAsk", "plan"}, Doc: "`--permission-mode` (runner default acceptEdits); headless runs need acceptEdits or bypassPermissions to write files"},
 			{Name: "allowed_tools", Type: argStrings, Doc: "tools allowed without asking (`--allowedTools`), e.g. [\"Bash(git:*)\", \"Read\"]; MCP tools from mcp.servers are added"},
 			{Name: "disallowed_tools", Type: argStrings, Doc: "tools the agent may not use (`--disallowedTools`)"},
+			{Name: "sessions", Type: argBool, Doc: "keep the CLI's own session (its transcript, tool calls and results included) between the chat's turns and resume it when the client's history continues it (`--resume`); false sends earlier turns as text every time (runner default true; the gateway keeps sessions under {data}/sessions, removed with the chat's workspace)"},
 		},
 		Refused: map[string]string{
 			"append_system_prompt": "put the instructions in prompts.yml (role: system); the runner passes them to the CLI",

@@ -41,6 +41,14 @@ type RunRequest struct {
 	MCPConfig []byte
 	// AllowedTools are added to the CLI's allowed tools (e.g. MCP tools).
 	AllowedTools []string
+	// SessionID, when set, has the CLI keep its session transcript under
+	// this id (a UUID) instead of running without one: a new session
+	// named SessionID holding the whole conversation, or, with Resume, the
+	// session SessionID continued with the last message only.
+	SessionID string
+	// Resume continues the session SessionID, whose transcript the caller
+	// placed in Home beforehand.
+	Resume bool
 }
 
 // Invocation is one CLI run: argv, environment, stdin and files to place in

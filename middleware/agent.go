@@ -41,6 +41,7 @@ func (r *run) agent(ctx context.Context, runner executor.Runner, messages []exec
 	case r.route != nil:
 		rr.ModelBaseURL, rr.APIKey = r.route.BaseURL(), r.route.Token()
 	}
+	r.session = r.openSession(ctx, runner, &rr)
 	inv, err := runner.Invocation(rr)
 	if err != nil {
 		return nil, Errorf(KindConfig, err, "the assistant %q cannot build its %s invocation: %v", r.a.ID, runner.Name(), err)

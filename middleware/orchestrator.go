@@ -65,6 +65,15 @@ type Options struct {
 	// documentation for the names.
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
+	// SessionDir keeps each chat's agent CLI session transcript between
+	// turns, in SessionDir/{user}/chat-{chat}/{assistant}/, so that a
+	// follow-up turn resumes the agent's own session, tool calls and
+	// results included (see session.go); "" turns continuity off and
+	// earlier turns reach the agent as text. Use the executor's
+	// DataDir/sessions: executor/docker's retention removes a chat's
+	// sessions there with its workspace. The directory must not be
+	// reachable from any sandbox.
+	SessionDir string
 	// Admission bounds the sandboxed requests in flight and queues the
 	// rest fairly across users (the zero value derives its bounds from
 	// this machine; see Admission).

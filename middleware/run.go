@@ -40,6 +40,8 @@ type run struct {
 	route ModelRoute
 	tools *mcphost.Session
 	hc    *hooks.Context
+	// session is the chat's CLI session, kept after a good run.
+	session *chatSession
 	// phase is the last phase the request entered, for its outcome line.
 	phase string
 	tr    runTrace
@@ -459,6 +461,7 @@ func (r *run) finish(ctx context.Context, comp *executor.Completion, runErr erro
 		r.t.NextHook = time.Since(t0)
 	}
 	if runErr != nil {
+		r.forgetFailedResume(runErr)
 		return nil, runErr
 	}
 	resp := &Response{Content: final.Content, FinishReason: final.FinishReason, Completion: comp}
@@ -474,6 +477,7 @@ func (r *run) finish(ctx context.Context, comp *executor.Completion, runErr erro
 	r.emitMu.Lock()
 	resp.Replaced = resp.Content != r.streamed.String()
 	r.emitMu.Unlock()
+	r.saveSession(ctx, r.session, resp.Content)
 	return resp, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -130,6 +131,9 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		Admission:      o.Admission,
 		MeterProvider:  g.tel.meters,
 		TracerProvider: g.tel.tracers,
+		// Beside workspaces/, where executor/docker's retention removes a
+		// chat's sessions with its workspace.
+		SessionDir: filepath.Join(o.DataDir, "sessions"),
 	})
 	if err != nil {
 		return g, err

@@ -130,6 +130,11 @@ func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) 
 		log.Warn("cannot remove unused workspace", "error", err)
 		return "", fmt.Errorf("retention: remove %s: %w", dir, err)
 	}
+	// The chat's agent CLI sessions (middleware Options.SessionDir under
+	// DataDir/sessions) go with the workspace they worked on.
+	if err := r.root.RemoveAll(filepath.Join("sessions", user, "chat-"+chat)); err != nil {
+		log.Warn("cannot remove the chat's sessions", "error", err)
+	}
 	log.Info("removed unused workspace", "retention", r.keep)
 	return dir, nil
 }

@@ -1,0 +1,79 @@
+package claude
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// uuidPattern is the form --session-id and --resume accept: the CLI
+// refuses anything but a UUID.
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// SessionsEnabled implements the middleware's session runner: it reports
+// whether the assistant's arguments keep the CLI's session between turns
+// (the "sessions" argument, true unless set to false). Invalid arguments
+// report false; Invocation reports them.
+func (r *Runner) SessionsEnabled(req executor.RunRequest) bool {
+	args, err := ParseArguments(req.Arguments)
+	return err == nil && args.Sessions
+}
+
+// TranscriptFile implements the middleware's session runner: where the CLI
+// keeps the transcript of session req.SessionID, relative to req.Home. The
+// CLI writes it to $CLAUDE_CONFIG_DIR/projects/<workdir's slug>/<id>.jsonl
+// and --resume reads it from there (verified on 2.1.197).
+func (r *Runner) TranscriptFile(req executor.RunRequest) (string, error) {
+	if !uuidPattern.MatchString(req.SessionID) {
+		return "", fmt.Errorf("%w: session id %q is not a lower-case UUID", executor.ErrInvalid, req.SessionID)
+	}
+	if req.Workdir == "" || !path.IsAbs(req.Workdir) {
+		return "", fmt.Errorf("%w: Workdir %q must be an absolute path inside the container", executor.ErrInvalid, req.Workdir)
+	}
+	return path.Join(".claude", "projects", projectSlug(req.Workdir), req.SessionID+".jsonl"), nil
+}
+
+// projectSlug is the CLI's directory name for a project: its path with
+// every character other than an ASCII letter or digit replaced by '-'
+// ("/workspace" → "-workspace").
+func projectSlug(dir string) string {
+	return strings.Map(func(c rune) rune {
+		if c < 0x80 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return c
+		}
+		return '-'
+	}, dir)
+}
+
+// checkSession validates the session fields of req against the
+// assistant's arguments.
+func checkSession(req executor.RunRequest, args Arguments) error {
+	switch {
+	case req.SessionID == "" && req.Resume:
+		return fmt.Errorf("%w: Resume is set without a SessionID; name the session to resume", executor.ErrInvalid)
+	case req.SessionID == "":
+		return nil
+	case !args.Sessions:
+		return fmt.Errorf("%w: a SessionID was given but the assistant's sandbox.arguments.sessions is false", executor.ErrInvalid)
+	case !uuidPattern.MatchString(req.SessionID):
+		return fmt.Errorf("%w: session id %q is not a lower-case UUID; the CLI accepts only UUIDs", executor.ErrInvalid, req.SessionID)
+	}
+	return nil
+}
+
+// sessionArgs are the flags that choose the CLI's session: none kept
+// (--no-session-persistence), a new one under a given id, or an existing
+// one resumed.
+func sessionArgs(req executor.RunRequest) []string {
+	switch {
+	case req.SessionID == "":
+		return []string{"--no-session-persistence"}
+	case req.Resume:
+		return []string{"--resume", req.SessionID}
+	default:
+		return []string{"--session-id", req.SessionID}
+	}
+}

@@ -1,0 +1,120 @@
+package claude_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/executor"
+)
+
+const sessionID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+func stdinText(t *testing.T, stdin []byte) string {
+	t.Helper()
+	var line struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+	}
+	require.NoError(t, json.Unmarshal(stdin, &line))
+	return line.Message.Content
+}
+
+func TestInvocationSessionFlags(t *testing.T) {
+	history := []executor.Message{
+		{Role: "user", Content: "My name is Bob."},
+		{Role: "assistant", Content: "Nice to meet you, Bob."},
+		{Role: "user", Content: "What is my name?"},
+	}
+	cases := map[string]struct {
+		id          string
+		resume      bool
+		wantFlag    string
+		wantValue   string
+		wantHistory bool
+	}{
+		"no session":  {wantFlag: "--no-session-persistence", wantHistory: true},
+		"new session": {id: sessionID, wantFlag: "--session-id", wantValue: sessionID, wantHistory: true},
+		"resumed":     {id: sessionID, resume: true, wantFlag: "--resume", wantValue: sessionID},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			req := baseRequest()
+			req.Messages, req.SessionID, req.Resume = history, tc.id, tc.resume
+			inv, err := claude.New().Invocation(req)
+			require.NoError(t, err)
+			v, ok := flagValue(inv.Args, tc.wantFlag)
+			if tc.wantValue != "" {
+				assert.True(t, ok, "%q", inv.Args)
+				assert.Equal(t, tc.wantValue, v)
+			} else {
+				assert.Contains(t, inv.Args, tc.wantFlag)
+			}
+			for _, other := range []string{"--no-session-persistence", "--session-id", "--resume"} {
+				if other != tc.wantFlag {
+					assert.NotContains(t, inv.Args, other)
+				}
+			}
+			prompt := stdinText(t, inv.Stdin)
+			if tc.wantHistory {
+				assert.Contains(t, prompt, "<conversation_history>")
+				assert.Contains(t, prompt, "My name is Bob.")
+			} else {
+				assert.Equal(t, "What is my name?", prompt, "a resumed session gets the new message only")
+			}
+		})
+	}
+}
+
+func TestInvocationSessionErrors(t *testing.T) {
+	cases := map[string]func(*executor.RunRequest){
+		"resume without id": func(r *executor.RunRequest) { r.Resume = true },
+		"id not a uuid":     func(r *executor.RunRequest) { r.SessionID = "../../etc/passwd" },
+		"upper-case uuid":   func(r *executor.RunRequest) { r.SessionID = "0F8FAD5B-D9CB-469F-A165-70867728950E" },
+		"flag as id":        func(r *executor.RunRequest) { r.SessionID, r.Resume = "--dangerously-skip-permissions", true },
+		"sessions off": func(r *executor.RunRequest) {
+			r.SessionID, r.Arguments = sessionID, map[string]any{"sessions": false}
+		},
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			req := baseRequest()
+			mutate(&req)
+			_, err := claude.New().Invocation(req)
+			assert.ErrorIs(t, err, executor.ErrInvalid)
+		})
+	}
+}
+
+func TestSessionsArgument(t *testing.T) {
+	r := claude.New()
+	req := baseRequest()
+	assert.True(t, r.SessionsEnabled(req), "on by default")
+	req.Arguments = map[string]any{"sessions": false}
+	assert.False(t, r.SessionsEnabled(req))
+	req.Arguments = map[string]any{"sessions": "no"}
+	assert.False(t, r.SessionsEnabled(req), "an invalid value is not a yes")
+	_, err := claude.ParseArguments(req.Arguments)
+	assert.ErrorIs(t, err, executor.ErrInvalid)
+	assert.ErrorContains(t, err, "sandbox.arguments.sessions")
+}
+
+func TestTranscriptFile(t *testing.T) {
+	r := claude.New()
+	req := baseRequest()
+	req.SessionID = sessionID
+	got, err := r.TranscriptFile(req)
+	require.NoError(t, err)
+	assert.Equal(t, ".claude/projects/-workspace/"+sessionID+".jsonl", got)
+	req.Workdir = "/home/agent/my.project_1"
+	got, err = r.TranscriptFile(req)
+	require.NoError(t, err)
+	assert.Equal(t, ".claude/projects/-home-agent-my-project-1/"+sessionID+".jsonl", got)
+	req.SessionID = "x/../../y"
+	_, err = r.TranscriptFile(req)
+	assert.ErrorIs(t, err, executor.ErrInvalid)
+}

@@ -1,0 +1,343 @@
+package middleware
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"time"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// Session continuity: each chat keeps its agent CLI's own session
+// transcript on the host, in SessionDir/{user}/chat-{chat}/{assistant}/,
+// beside the conversation it corresponds to (a hash chain of the client's
+// user and assistant messages). Only the transcript persists: HOME, the
+// settings and the tools are rebuilt for every run. A request whose
+// history is exactly the stored conversation plus one user message resumes
+// the session with that message alone; any other history starts a new
+// session with the history as text (the runner's flattened form: this
+// round does not fork at the longest matching prefix nor replay turns as
+// real messages).
+
+// sessionRunner is what a runner offers for session continuity
+// (claude.Runner implements it).
+type sessionRunner interface {
+	// SessionsEnabled reports whether the assistant's arguments keep the
+	// CLI's session between turns.
+	SessionsEnabled(req executor.RunRequest) bool
+	// TranscriptFile is where the CLI keeps session req.SessionID's
+	// transcript, relative to req.Home.
+	TranscriptFile(req executor.RunRequest) (string, error)
+}
+
+// Limits on a stored session.
+const (
+	// maxTranscript caps a transcript copied out of the sandbox; a longer
+	// one is not kept and the next turn starts a new session.
+	maxTranscript = 64 << 20
+	// transcriptTimeout bounds the commands that copy a transcript.
+	transcriptTimeout = time.Minute
+)
+
+// Names in a session directory.
+const (
+	sessionRecordName = "session.json"
+	transcriptName    = "transcript.jsonl"
+)
+
+// errBadTranscript marks a transcript that is not what the CLI writes.
+var errBadTranscript = errors.New("middleware: the session transcript is not valid")
+
+// sessionRecord is the stored side of a chat's session.
+type sessionRecord struct {
+	// SessionID is the CLI's session id.
+	SessionID string `json:"session_id"`
+	// Chain holds, for each user or assistant message of the stored
+	// conversation, the hash of the conversation up to and including it.
+	Chain   []string  `json:"chain"`
+	Updated time.Time `json:"updated"`
+}
+
+// sessionStore keeps sessions under dir. Requests of one chat are
+// serialized by the chat's lease, so it needs no locks; writes are atomic
+// (temporary file and rename).
+type sessionStore struct{ dir string }
+
+// chatSession is one run's use of the store.
+type chatSession struct {
+	dir string // the chat's directory for the assistant
+	// file is the transcript's name relative to the agent's HOME.
+	file string
+	id   string
+	// resumed: the run continues the stored session.
+	resumed bool
+	// conversation are the client's messages of the request.
+	conversation []executor.Message
+}
+
+// conversationChain returns the hash chain of msgs' user and assistant
+// messages: element i covers those messages up to the i-th. System
+// messages are left out: they reach the CLI as its system prompt on every
+// run, not through the transcript.
+func conversationChain(msgs []executor.Message) []string {
+	var chain []string
+	prev := sha256.Sum256(nil)
+	for _, m := range msgs {
+		if m.Role != "user" && m.Role != "assistant" {
+			continue
+		}
+		h := sha256.New()
+		h.Write(prev[:])
+		_, _ = fmt.Fprintf(h, "%s\x00%d\x00", m.Role, len(m.Content)) // a hash never fails
+		h.Write([]byte(m.Content))
+		copy(prev[:], h.Sum(nil))
+		chain = append(chain, hex.EncodeToString(prev[:]))
+	}
+	return chain
+}
+
+// continues reports whether msgs is exactly the recorded conversation plus
+// one new user message.
+func (rec *sessionRecord) continues(msgs []executor.Message) bool {
+	chain := conversationChain(msgs)
+	n := len(rec.Chain)
+	if n == 0 || len(chain) != n+1 {
+		return false
+	}
+	for i := range rec.Chain {
+		if chain[i] != rec.Chain[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// chatDir is the directory of one chat's session with one assistant.
+func (s *sessionStore) chatDir(user, chat, assistant string) (string, error) {
+	if err := executor.ValidateID("assistant", assistant); err != nil {
+		return "", err
+	}
+	return filepath.Join(s.dir, user, "chat-"+chat, assistant), nil
+}
+
+// load returns the chat's record and transcript, or nil when there is
+// none or it does not hold together (then it is removed).
+func (s *sessionStore) load(dir string) (*sessionRecord, []byte, error) {
+	b, err := os.ReadFile(filepath.Join(dir, sessionRecordName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var rec sessionRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("%w: %s: %w", errBadTranscript, sessionRecordName, err), os.RemoveAll(dir))
+	}
+	data, err := os.ReadFile(filepath.Join(dir, transcriptName))
+	if err == nil {
+		err = validTranscript(data, rec.SessionID)
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	return &rec, data, nil
+}
+
+// save stores the transcript and then the record naming it, so that a
+// crash in between leaves a record whose id the transcript does not carry,
+// which load refuses.
+func (s *sessionStore) save(dir string, rec *sessionRecord, transcript []byte) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	rb, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(dir, transcriptName, transcript); err != nil {
+		return err
+	}
+	return writeAtomic(dir, sessionRecordName, rb)
+}
+
+// writeAtomic writes name in dir through a temporary file and a rename.
+func writeAtomic(dir, name string, data []byte) error {
+	f, err := os.CreateTemp(dir, "."+name+".*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(dir, name))
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}
+
+// validTranscript checks that data is what the CLI writes for session id:
+// JSON objects one per line, none naming another session, at least one
+// naming this one. The agent can write the file during its run, so it is
+// checked before it is kept and again before it is placed.
+func validTranscript(data []byte, id string) error {
+	if len(data) == 0 || len(data) > maxTranscript {
+		return fmt.Errorf("%w: %d bytes (at most %d)", errBadTranscript, len(data), maxTranscript)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, maxTranscript)
+	ours := false
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var v struct {
+			SessionID *string `json:"sessionId"`
+		}
+		if line[0] != '{' || json.Unmarshal(line, &v) != nil {
+			return fmt.Errorf("%w: line %d is not a JSON object", errBadTranscript, n)
+		}
+		if v.SessionID != nil {
+			if *v.SessionID != id {
+				return fmt.Errorf("%w: line %d names session %q, not %q", errBadTranscript, n, *v.SessionID, id)
+			}
+			ours = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w: %w", errBadTranscript, err)
+	}
+	if !ours {
+		return fmt.Errorf("%w: no line names session %q", errBadTranscript, id)
+	}
+	return nil
+}
+
+// newSessionID returns a random (version 4) UUID.
+func newSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// openSession chooses the CLI session of the run and sets rr's session
+// fields: the stored session resumed when the client's history continues
+// it (its transcript placed in the agent's HOME), a new one otherwise.
+// It returns nil, leaving rr as it is, when the gateway keeps no sessions
+// or the runner or the assistant does not use them. Failures of the store
+// cost continuity, never the request: they are logged and the run starts a
+// new session.
+func (r *run) openSession(ctx context.Context, runner executor.Runner, rr *executor.RunRequest) *chatSession {
+	sr, ok := runner.(sessionRunner)
+	if r.o.opts.SessionDir == "" || !ok || !sr.SessionsEnabled(*rr) {
+		return nil
+	}
+	store := &sessionStore{dir: r.o.opts.SessionDir}
+	dir, err := store.chatDir(r.req.UserID, r.req.ChatID, r.a.ID)
+	if err != nil {
+		r.log.Warn("no session continuity for this assistant id", "error", err)
+		return nil
+	}
+	cs := &chatSession{dir: dir, conversation: r.req.Messages}
+	rec, transcript, err := store.load(dir)
+	if err != nil {
+		r.log.Warn("the chat's stored session was unusable and is dropped; the run starts a new one", "error", err)
+	}
+	if rec != nil && rec.continues(r.req.Messages) {
+		rr.SessionID, rr.Resume = rec.SessionID, true
+		if cs.file, err = sr.TranscriptFile(*rr); err == nil {
+			err = executor.PlaceHomeFiles(ctx, r.sb, rr.Home, map[string][]byte{cs.file: transcript})
+		}
+		if err == nil {
+			cs.id, cs.resumed = rec.SessionID, true
+			r.log.Debug("resuming the chat's session", "session", cs.id, "turns", len(rec.Chain))
+			return cs
+		}
+		r.log.Warn("the chat's session could not be placed in the sandbox; the run starts a new one", "error", err)
+	} else if rec != nil {
+		r.log.Debug("the history does not continue the chat's session; starting a new one", "session", rec.SessionID)
+	}
+	rr.SessionID, rr.Resume = newSessionID(), false
+	if cs.file, err = sr.TranscriptFile(*rr); err != nil {
+		r.log.Warn("no session continuity for this run", "error", err)
+		rr.SessionID = ""
+		return nil
+	}
+	cs.id = rr.SessionID
+	return cs
+}
+
+// forgetFailedResume drops the chat's stored session when a run that
+// resumed it failed in the agent (the CLI refused the transcript, or the
+// run broke inside it): a retry of the same history must not meet the same
+// session again. Cancellations and outages keep it.
+func (r *run) forgetFailedResume(err error) {
+	cs := r.session
+	if cs == nil || !cs.resumed {
+		return
+	}
+	switch KindOf(err) {
+	case KindAgent, KindTimeout:
+		r.log.Warn("the resumed session failed; the chat's next turn starts a new one", "session", cs.id, "error", err)
+		if rmErr := os.RemoveAll(cs.dir); rmErr != nil {
+			r.log.Warn("removing the failed session", "error", rmErr)
+		}
+	}
+}
+
+// saveSession copies the session's transcript out of the sandbox and
+// stores it with the conversation it now corresponds to: the request's
+// messages and the answer the client received.
+func (r *run) saveSession(ctx context.Context, cs *chatSession, answer string) {
+	if cs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), transcriptTimeout)
+	defer cancel()
+	var out, stderr bytes.Buffer
+	full := path.Join(r.home(), cs.file)
+	res, err := r.sb.Exec(ctx, &executor.Cmd{
+		// A regular file only: the agent could leave a FIFO or a link at
+		// the name.
+		Args:   []string{"sh", "-c", `[ -f "$1" ] && [ ! -L "$1" ] || exit 3; exec cat -- "$1"`, "sh", full},
+		Stdout: &out, Stderr: &stderr, Timeout: transcriptTimeout, MaxOutput: maxTranscript,
+	})
+	switch {
+	case err != nil:
+	case res.ExitCode == 3:
+		err = fmt.Errorf("%s is missing or not a regular file", full)
+	case res.ExitCode != 0:
+		err = fmt.Errorf("reading %s exited with code %d: %s", full, res.ExitCode, bytes.TrimSpace(stderr.Bytes()))
+	default:
+		err = validTranscript(out.Bytes(), cs.id)
+	}
+	if err == nil {
+		conv := append(cs.conversation[:len(cs.conversation):len(cs.conversation)], executor.Message{Role: "assistant", Content: answer})
+		rec := &sessionRecord{SessionID: cs.id, Chain: conversationChain(conv), Updated: time.Now().UTC()}
+		err = (&sessionStore{dir: r.o.opts.SessionDir}).save(cs.dir, rec, out.Bytes())
+	}
+	if err != nil {
+		// A stale record must not outlive the turn it no longer matches.
+		r.log.Warn("the chat's session was not kept; the next turn starts a new one", "error", err)
+		_ = os.RemoveAll(cs.dir)
+	}
+}

@@ -1,0 +1,147 @@
+package middleware
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+func msgs(pairs ...string) []executor.Message {
+	var out []executor.Message
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, executor.Message{Role: pairs[i], Content: pairs[i+1]})
+	}
+	return out
+}
+
+func TestSessionRecordContinues(t *testing.T) {
+	stored := msgs("user", "run it", "assistant", "it printed 42")
+	rec := &sessionRecord{SessionID: "s", Chain: conversationChain(stored)}
+	cases := map[string]struct {
+		history []executor.Message
+		want    bool
+	}{
+		"stored plus a new message":   {msgs("user", "run it", "assistant", "it printed 42", "user", "thanks"), true},
+		"system messages are ignored": {msgs("system", "be brief", "user", "run it", "assistant", "it printed 42", "user", "thanks"), true},
+		"edited first message":        {msgs("user", "run it!", "assistant", "it printed 42", "user", "thanks"), false},
+		"regenerated answer":          {msgs("user", "run it", "assistant", "it printed 43", "user", "thanks"), false},
+		"same conversation, no new":   {stored, false},
+		"two new messages":            {msgs("user", "run it", "assistant", "it printed 42", "user", "a", "assistant", "b", "user", "c"), false},
+		"shorter":                     {msgs("user", "run it"), false},
+		"role swapped":                {msgs("assistant", "run it", "user", "it printed 42", "user", "thanks"), false},
+		// Length-prefixed content: moving text across the boundary of two
+		// messages changes the chain.
+		"boundary shifted": {msgs("user", "run it\x00assistant", "assistant", "", "user", "thanks"), false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, rec.continues(tc.history))
+		})
+	}
+	assert.False(t, (&sessionRecord{}).continues(msgs("user", "hi")), "an empty record continues nothing")
+}
+
+func TestValidTranscript(t *testing.T) {
+	const id = "0f8fad5b-d9cb-469f-a165-70867728950e"
+	good := `{"type":"user","sessionId":"` + id + `","message":{"role":"user","content":"hi"}}` + "\n" +
+		`{"type":"summary","summary":"x"}` + "\n"
+	require.NoError(t, validTranscript([]byte(good), id))
+	cases := map[string]string{
+		"empty":              "",
+		"not json":           good + "rm -rf /\n",
+		"array line":         good + "[1,2]\n",
+		"other session":      good + `{"type":"user","sessionId":"11111111-2222-4333-8444-555555555555"}` + "\n",
+		"no line names ours": `{"type":"summary"}` + "\n",
+		"truncated line":     good + `{"type":"user","sessionId":"` + id,
+		"too long":           good + `{"pad":"` + strings.Repeat("a", maxTranscript) + `"}` + "\n",
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			assert.ErrorIs(t, validTranscript([]byte(data), id), errBadTranscript)
+		})
+	}
+}
+
+func TestSessionStoreRoundTripAndDamage(t *testing.T) {
+	const id = "0f8fad5b-d9cb-469f-a165-70867728950e"
+	s := &sessionStore{dir: t.TempDir()}
+	dir, err := s.chatDir("alice", "1", "coder")
+	require.NoError(t, err)
+	_, err = s.chatDir("alice", "1", "../x")
+	assert.Error(t, err, "an assistant id cannot climb out")
+
+	rec, data, err := s.load(dir)
+	require.NoError(t, err)
+	assert.Nil(t, rec, "nothing stored yet")
+	assert.Nil(t, data)
+
+	transcript := []byte(`{"type":"user","sessionId":"` + id + `"}` + "\n")
+	want := &sessionRecord{SessionID: id, Chain: conversationChain(msgs("user", "a", "assistant", "b")), Updated: time.Now().UTC().Truncate(time.Second)}
+	require.NoError(t, s.save(dir, want, transcript))
+	rec, data, err = s.load(dir)
+	require.NoError(t, err)
+	assert.Equal(t, want, rec)
+	assert.Equal(t, transcript, data)
+	fi, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "sessions are the gateway's alone")
+
+	// A transcript of another session (a crash between the two writes, or
+	// a planted file) is dropped with its record.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, transcriptName), []byte(`{"sessionId":"other"}`+"\n"), 0o600))
+	rec, _, err = s.load(dir)
+	assert.ErrorIs(t, err, errBadTranscript)
+	assert.Nil(t, rec)
+	_, err = os.Stat(dir)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the damaged session is removed")
+
+	require.NoError(t, s.save(dir, want, transcript))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, sessionRecordName), []byte("{"), 0o600))
+	rec, _, err = s.load(dir)
+	assert.ErrorIs(t, err, errBadTranscript)
+	assert.Nil(t, rec)
+}
+
+func TestNewSessionID(t *testing.T) {
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	a, b := newSessionID(), newSessionID()
+	assert.Regexp(t, uuid, a)
+	assert.NotEqual(t, a, b)
+}
+
+func TestForgetFailedResume(t *testing.T) {
+	cases := map[string]struct {
+		resumed  bool
+		err      error
+		wantKept bool
+	}{
+		"resumed run failed in the agent": {true, Errorf(KindAgent, nil, "boom"), false},
+		"resumed run timed out":           {true, Errorf(KindTimeout, nil, "slow"), false},
+		"resumed run canceled":            {true, Errorf(KindCanceled, nil, "gone"), true},
+		"resumed run, runtime down":       {true, Errorf(KindUnavailable, nil, "down"), true},
+		"fresh run failed":                {false, Errorf(KindAgent, nil, "boom"), true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "alice", "chat-1", "coder")
+			require.NoError(t, os.MkdirAll(dir, 0o700))
+			r := &run{log: hclog.NewNullLogger(), session: &chatSession{dir: dir, resumed: tc.resumed}}
+			r.forgetFailedResume(tc.err)
+			_, err := os.Stat(dir)
+			if tc.wantKept {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, os.ErrNotExist)
+			}
+		})
+	}
+}
