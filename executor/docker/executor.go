@@ -82,7 +82,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 
 // newExecutor builds an Executor over api (a fake in unit tests).
 func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, error) {
-	for _, dir := range []string{"workspaces", "sandboxes", "instances"} {
+	for _, dir := range []string{"workspaces", "sandboxes", "instances", locksDir} {
 		if err := os.MkdirAll(filepath.Join(o.DataDir, dir), 0o755); err != nil {
 			return nil, fmt.Errorf("docker executor: create %s: %w", filepath.Join(o.DataDir, dir), err)
 		}
@@ -375,28 +375,47 @@ func (e *Executor) waitReady(ctx context.Context, sb *Sandbox) error {
 	}
 }
 
-// lockChat creates {data}/workspaces/{user}/chat-{chat}.lock next to the
-// workspace and flocks it, waiting up to wait.
+// lockChat creates the chat's lock file (chatLockName) and flocks it,
+// waiting up to wait. The file must still be the one at the path once
+// locked: the retention sweep deletes it, under the flock, with the chat.
 func (e *Executor) lockChat(ctx context.Context, user, chat string, wait time.Duration) (*fileLock, error) {
-	dir := filepath.Join("workspaces", user)
-	if err := e.root.MkdirAll(dir, 0o755); err != nil {
+	dir := filepath.Join(locksDir, user)
+	if err := e.root.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
-	f, err := e.root.OpenFile(chatLockName(user, chat), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("chat lock: %w", err)
+	name := chatLockName(user, chat)
+	deadline := time.Now().Add(max(wait, 0))
+	for range 10 {
+		f, err := e.root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("chat lock: %w", err)
+		}
+		l, err := lockFile(ctx, f, max(time.Until(deadline), 0))
+		if err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		if sameFile(f, e.root, name) {
+			return l, nil
+		}
+		_ = l.Close()
 	}
-	l, err := lockFile(ctx, f, max(wait, 0))
-	if err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return l, nil
+	return nil, fmt.Errorf("chat lock %s keeps changing (a retention sweep is removing the chat); retry: %w", name, executor.ErrBusy)
 }
+
+// locksDir holds the chats' lock files, {locksDir}/{user}/{chat}.lock,
+// apart from the workspaces so that no chat id can name another's lock.
+const locksDir = "locks"
 
 // chatLockName is the chat's lock file under DataDir. Its mtime is the
 // chat's last use (touched at each release), read by the retention sweep.
 func chatLockName(user, chat string) string {
+	return filepath.Join(locksDir, user, chat+".lock")
+}
+
+// legacyChatLockName is where versions before the locks directory kept the
+// chat's lock, next to its workspace; the retention sweep removes them.
+func legacyChatLockName(user, chat string) string {
 	return filepath.Join("workspaces", user, "chat-"+chat+".lock")
 }
 

@@ -1,0 +1,85 @@
+package docker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// newFakeExecutor is an Executor over fakeDocker on a fresh data dir.
+func newFakeExecutor(t *testing.T, mutate ...func(*Options)) *Executor {
+	t.Helper()
+	o := Options{DataDir: t.TempDir(), Logger: hclog.NewNullLogger(), ReconcileInterval: -1, RetentionInterval: -1}
+	for _, m := range mutate {
+		m(&o)
+	}
+	o, err := o.withDefaults()
+	require.NoError(t, err)
+	e, err := newExecutor(context.Background(), o, &fakeDocker{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.Close()) })
+	return e
+}
+
+// TestLockNamespaceSeparateFromChats: a chat named "k.lock" and a chat
+// named "k" are two chats; locking one never trips over the other's
+// workspace (finding 8: chat k.lock then chat k gave a 500).
+func TestLockNamespaceSeparateFromChats(t *testing.T) {
+	e := newFakeExecutor(t)
+	for _, chat := range []string{"k.lock", "k", "k.lock.lock"} {
+		_, err := executor.PrepareWorkspace(e.o.DataDir, "u", chat, -1, -1)
+		require.NoError(t, err, chat)
+		l, err := e.lockChat(context.Background(), "u", chat, 0)
+		require.NoError(t, err, "lock chat %q", chat)
+		e.touchChat("u", chat)
+		require.NoError(t, l.Close())
+	}
+	// No lock file lives among the workspaces.
+	entries, err := os.ReadDir(filepath.Join(e.o.DataDir, "workspaces", "u"))
+	require.NoError(t, err)
+	for _, de := range entries {
+		assert.True(t, de.IsDir(), "%s in the workspaces dir is not a workspace", de.Name())
+	}
+}
+
+// TestRetentionSweepsLocks: the sweep removes the chat's lock file with
+// its workspace, and lock files left by older versions next to the
+// workspaces, but not a workspace named like one.
+func TestRetentionSweepsLocks(t *testing.T) {
+	e := newFakeExecutor(t)
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	for _, chat := range []string{"gone", "x.lock"} {
+		dir, err := executor.PrepareWorkspace(e.o.DataDir, "u", chat, -1, -1)
+		require.NoError(t, err)
+		l, err := e.lockChat(context.Background(), "u", chat, 0)
+		require.NoError(t, err)
+		require.NoError(t, l.Close())
+		require.NoError(t, os.Chtimes(filepath.Join(e.o.DataDir, chatLockName("u", chat)), old, old))
+		require.NoError(t, os.Chtimes(dir, old, old))
+	}
+	fresh, err := executor.PrepareWorkspace(e.o.DataDir, "u", "fresh", -1, -1)
+	require.NoError(t, err)
+	// An old version's lock file sits next to the workspaces.
+	legacy := filepath.Join(e.o.DataDir, "workspaces", "u", "chat-legacy.lock")
+	require.NoError(t, os.WriteFile(legacy, nil, 0o600))
+	require.NoError(t, os.Chtimes(legacy, old, old))
+
+	removed, err := e.ret.sweep(context.Background())
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"workspaces/u/chat-gone", "workspaces/u/chat-x.lock"}, removed)
+	for _, chat := range []string{"gone", "x.lock"} {
+		assert.NoFileExists(t, filepath.Join(e.o.DataDir, chatLockName("u", chat)), "lock of %s swept with it", chat)
+	}
+	assert.NoFileExists(t, legacy, "a legacy lock file next to the workspaces is swept")
+	assert.DirExists(t, fresh)
+	_, err = os.Stat(filepath.Join(e.o.DataDir, "workspaces", "u"))
+	assert.NoError(t, err)
+}
