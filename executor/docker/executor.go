@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -82,8 +83,11 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 
 // newExecutor builds an Executor over api (a fake in unit tests).
 func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, error) {
+	if err := privateDataDir(o.DataDir, o.Logger); err != nil {
+		return nil, err
+	}
 	for _, dir := range []string{"workspaces", "sandboxes", "instances", locksDir} {
-		if err := os.MkdirAll(filepath.Join(o.DataDir, dir), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(o.DataDir, dir), 0o700); err != nil {
 			return nil, fmt.Errorf("docker executor: create %s: %w", filepath.Join(o.DataDir, dir), err)
 		}
 	}
@@ -127,6 +131,42 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 	})
 	e.logger.Debug("executor started", "data_dir", o.DataDir)
 	return e, nil
+}
+
+// privateDataDir creates DataDir mode 0700, or makes an existing one 0700
+// when this process owns it: workspaces inside are the sandbox user's
+// files, readable by anyone who reaches them, so no other host account
+// may traverse DataDir. A DataDir of another owner that is open to others
+// is refused with what to do.
+func privateDataDir(dir string, logger hclog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("docker executor: create data directory %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("docker executor: data directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("docker executor: data directory %s is not a directory: %w", dir, executor.ErrInvalid)
+	}
+	perm := fi.Mode().Perm()
+	if perm&0o077 == 0 {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) != os.Geteuid() {
+		owner := -1
+		if ok {
+			owner = int(st.Uid)
+		}
+		return fmt.Errorf("docker executor: data directory %s is mode %04o and owned by uid %d, not by this process (uid %d); other host users could read the workspaces: run `chmod 0700 %s` or run the gateway as its owner: %w",
+			dir, perm, owner, os.Geteuid(), dir, executor.ErrInvalid)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("docker executor: make data directory %s private (chmod 0700): %w", dir, err)
+	}
+	logger.Warn("data directory was open to other host users; made it 0700", "data_dir", dir, "old_mode", fmt.Sprintf("%04o", perm))
+	return nil
 }
 
 // every runs f every interval until Close (interval < 0: never).

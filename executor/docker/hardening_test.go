@@ -83,3 +83,32 @@ func TestRetentionSweepsLocks(t *testing.T) {
 	_, err = os.Stat(filepath.Join(e.o.DataDir, "workspaces", "u"))
 	assert.NoError(t, err)
 }
+
+// TestDataDirPrivate: a data dir open to other host users is made 0700
+// at start when the gateway owns it, and refused with what to do when
+// another user owns it (finding 8).
+func TestDataDirPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.Chmod(dir, 0o755))
+	newFakeExecutor(t, func(o *Options) { o.DataDir = dir })
+	fi, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "made private at start")
+
+	if os.Geteuid() != 0 {
+		t.Skip("giving the data dir to another user needs root")
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	require.NoError(t, os.Mkdir(other, 0o755))
+	require.NoError(t, os.Chmod(other, 0o755))
+	require.NoError(t, os.Chown(other, 4242, 4242))
+	o, err := Options{DataDir: other, ReconcileInterval: -1, RetentionInterval: -1}.withDefaults()
+	require.NoError(t, err)
+	_, err = newExecutor(context.Background(), o, &fakeDocker{})
+	require.ErrorIs(t, err, executor.ErrInvalid)
+	assert.Contains(t, err.Error(), "chmod 0700")
+	fi, err = os.Stat(other)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm(), "another user's dir is not changed")
+}
