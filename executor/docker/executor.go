@@ -37,7 +37,8 @@ type Executor struct {
 	pending map[string]bool     // sandbox ids being created
 	closed  bool
 
-	inflight sync.WaitGroup // creates under way
+	inflight   sync.WaitGroup // creates under way
+	warnedUIDs sync.Map       // sandbox uids already checked against the host's accounts
 
 	// noHostKill turns the host-side kill path off (tests of the script).
 	noHostKill bool
@@ -129,6 +130,7 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 			e.logger.Warn("workspace retention sweep failed", "error", err)
 		}
 	})
+	e.warnHostAccount(DefaultUser)
 	e.logger.Debug("executor started", "data_dir", o.DataDir)
 	return e, nil
 }
@@ -167,6 +169,42 @@ func privateDataDir(dir string, logger hclog.Logger) error {
 	}
 	logger.Warn("data directory was open to other host users; made it 0700", "data_dir", dir, "old_mode", fmt.Sprintf("%04o", perm))
 	return nil
+}
+
+// passwdFile is the host's account list, read to warn about a sandbox uid
+// that is also a host user's.
+var passwdFile = "/etc/passwd"
+
+// warnHostAccount logs a warning, once per uid, when user ("uid:gid") is a
+// host account: files the agent writes would then be that account's.
+func (e *Executor) warnHostAccount(user string) {
+	m := userRe.FindStringSubmatch(user)
+	if m == nil {
+		return
+	}
+	if _, done := e.warnedUIDs.LoadOrStore(m[1], true); done {
+		return
+	}
+	if name := hostAccount(passwdFile, m[1]); name != "" {
+		e.logger.Warn("the sandbox uid is a host account; its files in the workspaces are that account's. Pick a uid no host user has (sandbox user, e.g. \"100000:100000\")",
+			"uid", m[1], "account", name)
+	}
+}
+
+// hostAccount returns the name of the account with uid in the passwd file,
+// or "" when there is none (or the file cannot be read).
+func hostAccount(passwd, uid string) string {
+	data, err := os.ReadFile(passwd)
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 3 && f[2] == uid && !strings.HasPrefix(f[0], "#") {
+			return f[0]
+		}
+	}
+	return ""
 }
 
 // every runs f every interval until Close (interval < 0: never).
@@ -240,6 +278,7 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 	}
 	user, chat := p.spec.UserID, p.spec.ChatID
 	logger := e.logger.With("user", user, "chat", chat)
+	e.warnHostAccount(p.spec.User)
 	sbID := randomID()
 	if !e.addPending(sbID) {
 		return nil, fmt.Errorf("create sandbox: the executor is closed: %w", executor.ErrNotRunning)

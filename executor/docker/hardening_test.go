@@ -1,9 +1,11 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +113,23 @@ func TestDataDirPrivate(t *testing.T) {
 	fi, err = os.Stat(other)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm(), "another user's dir is not changed")
+}
+
+// TestSandboxUIDNotHostAccount: the default sandbox uid is no account of
+// this host, and a uid that is one is named in a warning at start.
+func TestSandboxUIDNotHostAccount(t *testing.T) {
+	uid := strings.Split(DefaultUser, ":")[0]
+	assert.Empty(t, hostAccount("/etc/passwd", uid), "the default sandbox uid %s is a host account here", uid)
+
+	passwd := filepath.Join(t.TempDir(), "passwd")
+	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0::/root:/bin/sh\nalice:x:"+uid+":"+uid+"::/home/alice:/bin/sh\n"), 0o600))
+	old := passwdFile
+	passwdFile = passwd
+	defer func() { passwdFile = old }()
+	var buf bytes.Buffer
+	newFakeExecutor(t, func(o *Options) {
+		o.Logger = hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Warn})
+	})
+	assert.Contains(t, buf.String(), "account=alice")
+	assert.Contains(t, buf.String(), "the sandbox uid is a host account")
 }
