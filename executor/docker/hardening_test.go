@@ -133,3 +133,19 @@ func TestSandboxUIDNotHostAccount(t *testing.T) {
 	assert.Contains(t, buf.String(), "account=alice")
 	assert.Contains(t, buf.String(), "the sandbox uid is a host account")
 }
+
+// TestNoHostPathsInContainerSockets: the unix sockets a process in the
+// container can list name container paths only, never the data dir, the
+// user or the chat (finding 8). The mount roots in /proc/self/mountinfo
+// still show the workspace's host path; see the package doc.
+func TestNoHostPathsInContainerSockets(t *testing.T) {
+	e := newTestExecutor(t, func(o *Options) { o.UseImageHelper = true })
+	spec := testSpec("chat-id-zq7")
+	spec.UserID = "user-id-zq7"
+	sb := create(t, e, spec)
+	out := mustRun(t, sb, "cat /proc/net/unix")
+	require.Contains(t, out, ContainerHostDir, "the helper's socket is listed (the probe sees sockets)")
+	for _, leak := range []string{e.o.DataDir, spec.UserID, spec.ChatID} {
+		assert.NotContains(t, out, leak)
+	}
+}
