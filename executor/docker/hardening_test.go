@@ -3,6 +3,7 @@ package docker
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,6 +119,7 @@ func TestDataDirPrivate(t *testing.T) {
 // TestSandboxUIDNotHostAccount: the default sandbox uid is no account of
 // this host, and a uid that is one is named in a warning at start.
 func TestSandboxUIDNotHostAccount(t *testing.T) {
+	require.Equal(t, fmt.Sprintf("%d:%d", DefaultUID, DefaultGID), DefaultUser)
 	uid := strings.Split(DefaultUser, ":")[0]
 	assert.Empty(t, hostAccount("/etc/passwd", uid), "the default sandbox uid %s is a host account here", uid)
 

@@ -32,7 +32,11 @@ const (
 	// accounts (1000-60000), so that the sandbox's files match no host
 	// user; New logs a warning when it names a host account anyway. The
 	// image need not know it: HOME is a tmpfs the container gets for it.
-	DefaultUser      = "100000:100000"
+	DefaultUser = "100000:100000"
+	// DefaultUID and DefaultGID are DefaultUser's ids, for the host
+	// sockets and token files the sandbox user must own.
+	DefaultUID       = 100000
+	DefaultGID       = 100000
 	DefaultHome      = "/home/agent"
 	DefaultModelPort = 7000
 )
