@@ -33,7 +33,7 @@ func ExampleLoad() {
 	fmt.Println("connector:", coder.Connector.ID, coder.Connector.Model, coder.Connector.Key)
 	fmt.Println("skills:", len(coder.Skills), "allowed:", coder.MCPAllowedTools()[0])
 	// Output:
-	// claude agentbox/sandbox-claude:latest 4 GiB none 1000:1000
+	// claude agentbox/sandbox-claude:latest 4 GiB none 100000:100000
 	// plain assistant: true
 	// connector: deepseek.v3 deepseek-chat [redacted]
 	// skills: 3 allowed: mcp__filesystem__read_file

@@ -49,7 +49,7 @@ func TestLoadFixture(t *testing.T) {
 	// Defaults applied for what the file leaves out.
 	assert.Equal(t, DefaultPidsLimit, sb.PidsLimit)
 	assert.Equal(t, "none", sb.Network)
-	assert.Equal(t, "1000:1000", sb.User)
+	assert.Equal(t, DefaultUser, sb.User)
 	assert.Equal(t, PolicyRequest, sb.Policy)
 	assert.Equal(t, DefaultHookTimeout, sb.HookTimeout)
 
@@ -140,13 +140,13 @@ func TestSandboxSpecAndHash(t *testing.T) {
 	spec := defaults.Spec()
 	assert.Equal(t, SpecValues{
 		Image: "agentbox/sandbox-claude:latest", MemoryBytes: 2 << 30, CPUs: 1, PidsLimit: 256,
-		Timeout: 10 * time.Minute, Network: "none", Runtime: "", User: "1000:1000",
+		Timeout: 10 * time.Minute, Network: "none", Runtime: "", User: DefaultUser,
 		ConfigHash: defaults.ConfigHash(), LeaseWait: 30 * time.Second,
 	}, spec)
 	assert.Len(t, spec.ConfigHash, 64)
 
 	// Spelling out the defaults, reordering keys and comments change nothing.
-	spelled := base(`"pids": 256`, `// a comment`+"\n    "+`"network": "none"`, `"max_memory": "2048m"`, `"user": "1000:1000"`)
+	spelled := base(`"pids": 256`, `// a comment`+"\n    "+`"network": "none"`, `"max_memory": "2048m"`, `"user": "`+DefaultUser+`"`)
 	assert.Equal(t, defaults.ConfigHash(), spelled.ConfigHash())
 
 	for name, extra := range map[string]string{

@@ -17,7 +17,7 @@ const (
 	DefaultPidsLimit    int64   = 256
 	DefaultTimeout              = 10 * time.Minute
 	DefaultNetwork              = "none"
-	DefaultUser                 = "1000:1000"
+	DefaultUser                 = "100000:100000"
 	DefaultPolicy               = PolicyRequest
 	DefaultIdleTTL              = 10 * time.Minute
 	DefaultHookTimeout          = 5 * time.Second

@@ -633,7 +633,9 @@ func (w *Workspace) openFinalOnce(p *resolved, dir bool) (*os.File, fs.FileInfo,
 // writeAtomic writes data to p via a temporary file and a rename; keep
 // keeps an existing file's mode and owner.
 func (w *Workspace) writeAtomic(p *resolved, data []byte, keep bool) error {
-	mode := fs.FileMode(0o644)
+	// Owner only: the sandbox user reads it in the container; no other
+	// host account needs it.
+	mode := fs.FileMode(0o600)
 	uid, gid := w.opts.UID, w.opts.GID
 	keepMode := false
 	dir, err := p.root()

@@ -72,7 +72,7 @@ const atSymlinkNoFollow = 0x100
 // entry is left to the open that follows, which refuses all but a
 // directory.
 func mkdirAt(dirfd int, comp string, owner [2]int) error {
-	err := syscall.Mkdirat(dirfd, comp, 0o755)
+	err := syscall.Mkdirat(dirfd, comp, 0o700)
 	if errors.Is(err, syscall.EEXIST) {
 		return nil
 	}

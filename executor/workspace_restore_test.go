@@ -75,7 +75,7 @@ func TestWorkspaceRestoreFile(t *testing.T) {
 			fi, err := os.Lstat(filepath.Join(dir, name))
 			require.NoError(t, err)
 			assert.True(t, fi.Mode().IsRegular())
-			assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+			assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 			for _, d := range []string{".agentbox", ".agentbox/sub"} {
 				fi, err := os.Lstat(filepath.Join(dir, d))
 				require.NoError(t, err)

@@ -192,11 +192,12 @@ func (p *ProxyRouter) client(a *Assistant, log hclog.Logger) (*http.Client, erro
 	return out, nil
 }
 
-// sandboxUser parses Spec.User ("uid:gid"; "" is 1000:1000, the image's
-// agent user), the owner the model socket is given to.
+// sandboxUser parses Spec.User ("uid:gid"; "" is 100000:100000, the
+// executor's default, which is no host account), the owner the model
+// socket is given to.
 func sandboxUser(user string) (uid, gid int, err error) {
 	if user == "" {
-		return 1000, 1000, nil
+		return 100000, 100000, nil
 	}
 	u, g, _ := strings.Cut(user, ":")
 	if uid, err = strconv.Atoi(u); err == nil {

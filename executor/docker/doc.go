@@ -41,9 +41,19 @@
 // executor.ErrSandboxGone; a daemon that does not answer when a sandbox
 // should start fails Create (and New) with executor.ErrUnavailable.
 //
+// Host exposure: DataDir is kept 0700 (made so at start when the gateway
+// owns it, refused otherwise), host-made workspace directories are 0700 and
+// files 0600, and the sandbox runs as DefaultUser (uid 100000), which New
+// checks against /etc/passwd and warns about when it is a host account;
+// files the agent makes keep its own umask but sit behind DataDir's 0700.
+// Inside the container, /proc/net/unix lists container paths only; the
+// bind mounts' roots in /proc/self/mountinfo still show the workspace's
+// host path ({data}/workspaces/{user}/chat-{chat}) and the host dir's,
+// because the kernel shows a bind mount's path within its filesystem.
+//
 // Concurrency: an Executor is safe for concurrent use. One chat runs one
 // request at a time: Create leases the chat in this process and takes an
-// flock next to the workspace so that gateways sharing a data directory
+// flock on {data}/locks/{user}/{chat}.lock so that gateways sharing a data directory
 // never share a workspace either. A Sandbox is safe for concurrent use;
 // Close may be called from any goroutine and more than once.
 package docker

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -36,7 +37,8 @@ type Executor struct {
 	pending map[string]bool     // sandbox ids being created
 	closed  bool
 
-	inflight sync.WaitGroup // creates under way
+	inflight   sync.WaitGroup // creates under way
+	warnedUIDs sync.Map       // sandbox uids already checked against the host's accounts
 
 	// noHostKill turns the host-side kill path off (tests of the script).
 	noHostKill bool
@@ -82,8 +84,11 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 
 // newExecutor builds an Executor over api (a fake in unit tests).
 func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, error) {
-	for _, dir := range []string{"workspaces", "sandboxes", "instances"} {
-		if err := os.MkdirAll(filepath.Join(o.DataDir, dir), 0o755); err != nil {
+	if err := privateDataDir(o.DataDir, o.Logger); err != nil {
+		return nil, err
+	}
+	for _, dir := range []string{"workspaces", "sandboxes", "instances", locksDir} {
+		if err := os.MkdirAll(filepath.Join(o.DataDir, dir), 0o700); err != nil {
 			return nil, fmt.Errorf("docker executor: create %s: %w", filepath.Join(o.DataDir, dir), err)
 		}
 	}
@@ -125,8 +130,81 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 			e.logger.Warn("workspace retention sweep failed", "error", err)
 		}
 	})
+	e.warnHostAccount(DefaultUser)
 	e.logger.Debug("executor started", "data_dir", o.DataDir)
 	return e, nil
+}
+
+// privateDataDir creates DataDir mode 0700, or makes an existing one 0700
+// when this process owns it: workspaces inside are the sandbox user's
+// files, readable by anyone who reaches them, so no other host account
+// may traverse DataDir. A DataDir of another owner that is open to others
+// is refused with what to do.
+func privateDataDir(dir string, logger hclog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("docker executor: create data directory %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("docker executor: data directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("docker executor: data directory %s is not a directory: %w", dir, executor.ErrInvalid)
+	}
+	perm := fi.Mode().Perm()
+	if perm&0o077 == 0 {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) != os.Geteuid() {
+		owner := -1
+		if ok {
+			owner = int(st.Uid)
+		}
+		return fmt.Errorf("docker executor: data directory %s is mode %04o and owned by uid %d, not by this process (uid %d); other host users could read the workspaces: run `chmod 0700 %s` or run the gateway as its owner: %w",
+			dir, perm, owner, os.Geteuid(), dir, executor.ErrInvalid)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("docker executor: make data directory %s private (chmod 0700): %w", dir, err)
+	}
+	logger.Warn("data directory was open to other host users; made it 0700", "data_dir", dir, "old_mode", fmt.Sprintf("%04o", perm))
+	return nil
+}
+
+// passwdFile is the host's account list, read to warn about a sandbox uid
+// that is also a host user's.
+var passwdFile = "/etc/passwd"
+
+// warnHostAccount logs a warning, once per uid, when user ("uid:gid") is a
+// host account: files the agent writes would then be that account's.
+func (e *Executor) warnHostAccount(user string) {
+	m := userRe.FindStringSubmatch(user)
+	if m == nil {
+		return
+	}
+	if _, done := e.warnedUIDs.LoadOrStore(m[1], true); done {
+		return
+	}
+	if name := hostAccount(passwdFile, m[1]); name != "" {
+		e.logger.Warn("the sandbox uid is a host account; its files in the workspaces are that account's. Pick a uid no host user has (sandbox user, e.g. \"100000:100000\")",
+			"uid", m[1], "account", name)
+	}
+}
+
+// hostAccount returns the name of the account with uid in the passwd file,
+// or "" when there is none (or the file cannot be read).
+func hostAccount(passwd, uid string) string {
+	data, err := os.ReadFile(passwd)
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 3 && f[2] == uid && !strings.HasPrefix(f[0], "#") {
+			return f[0]
+		}
+	}
+	return ""
 }
 
 // every runs f every interval until Close (interval < 0: never).
@@ -200,6 +278,7 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 	}
 	user, chat := p.spec.UserID, p.spec.ChatID
 	logger := e.logger.With("user", user, "chat", chat)
+	e.warnHostAccount(p.spec.User)
 	sbID := randomID()
 	if !e.addPending(sbID) {
 		return nil, fmt.Errorf("create sandbox: the executor is closed: %w", executor.ErrNotRunning)
@@ -375,28 +454,47 @@ func (e *Executor) waitReady(ctx context.Context, sb *Sandbox) error {
 	}
 }
 
-// lockChat creates {data}/workspaces/{user}/chat-{chat}.lock next to the
-// workspace and flocks it, waiting up to wait.
+// lockChat creates the chat's lock file (chatLockName) and flocks it,
+// waiting up to wait. The file must still be the one at the path once
+// locked: the retention sweep deletes it, under the flock, with the chat.
 func (e *Executor) lockChat(ctx context.Context, user, chat string, wait time.Duration) (*fileLock, error) {
-	dir := filepath.Join("workspaces", user)
-	if err := e.root.MkdirAll(dir, 0o755); err != nil {
+	dir := filepath.Join(locksDir, user)
+	if err := e.root.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
-	f, err := e.root.OpenFile(chatLockName(user, chat), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("chat lock: %w", err)
+	name := chatLockName(user, chat)
+	deadline := time.Now().Add(max(wait, 0))
+	for range 10 {
+		f, err := e.root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("chat lock: %w", err)
+		}
+		l, err := lockFile(ctx, f, max(time.Until(deadline), 0))
+		if err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		if sameFile(f, e.root, name) {
+			return l, nil
+		}
+		_ = l.Close()
 	}
-	l, err := lockFile(ctx, f, max(wait, 0))
-	if err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return l, nil
+	return nil, fmt.Errorf("chat lock %s keeps changing (a retention sweep is removing the chat); retry: %w", name, executor.ErrBusy)
 }
+
+// locksDir holds the chats' lock files, {locksDir}/{user}/{chat}.lock,
+// apart from the workspaces so that no chat id can name another's lock.
+const locksDir = "locks"
 
 // chatLockName is the chat's lock file under DataDir. Its mtime is the
 // chat's last use (touched at each release), read by the retention sweep.
 func chatLockName(user, chat string) string {
+	return filepath.Join(locksDir, user, chat+".lock")
+}
+
+// legacyChatLockName is where versions before the locks directory kept the
+// chat's lock, next to its workspace; the retention sweep removes them.
+func legacyChatLockName(user, chat string) string {
 	return filepath.Join("workspaces", user, "chat-"+chat+".lock")
 }
 

@@ -28,9 +28,17 @@ const (
 	DefaultNofile            = 4096
 	DefaultTmpfsBytes        = 256 << 20
 	DefaultSandboxTimeout    = 30 * time.Minute
-	DefaultUser              = "1000:1000"
-	DefaultHome              = "/home/agent"
-	DefaultModelPort         = 7000
+	// DefaultUser is a uid:gid above the range distributions give to
+	// accounts (1000-60000), so that the sandbox's files match no host
+	// user; New logs a warning when it names a host account anyway. The
+	// image need not know it: HOME is a tmpfs the container gets for it.
+	DefaultUser = "100000:100000"
+	// DefaultUID and DefaultGID are DefaultUser's ids, for the host
+	// sockets and token files the sandbox user must own.
+	DefaultUID       = 100000
+	DefaultGID       = 100000
+	DefaultHome      = "/home/agent"
+	DefaultModelPort = 7000
 )
 
 // Fixed paths inside the container.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,9 +16,9 @@ import (
 	"github.com/agentbox/agentbox/executor"
 )
 
-// retention removes workspaces nobody used for keep. Last use is the mtime
-// of the chat's lock file (touched at each lease release), or of the
-// workspace directory when there is no lock file. It never touches a
+// retention removes workspaces nobody used for keep, with their lock
+// files. Last use is the mtime of the chat's lock file (touched at each
+// lease release), or of the workspace directory when there is no lock file. It never touches a
 // leased chat (in this process or, through the flock, in another) and never
 // follows a symlink: it walks with os.Root and Lstat and removes with
 // Root.RemoveAll.
@@ -73,7 +74,13 @@ func (r *retention) sweep(ctx context.Context) ([]string, error) {
 		}
 		for _, c := range chats {
 			chat, ok := strings.CutPrefix(c.Name(), "chat-")
-			if !ok || !c.IsDir() || executor.ValidateID("chat id", chat) != nil {
+			if !ok || executor.ValidateID("chat id", chat) != nil {
+				continue
+			}
+			if !c.IsDir() {
+				if legacy, ok := strings.CutSuffix(chat, ".lock"); ok && c.Type().IsRegular() {
+					r.removeLegacyLock(u.Name(), legacy)
+				}
 				continue
 			}
 			name, err := r.expire(u.Name(), chat, cutoff)
@@ -102,6 +109,9 @@ func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) 
 	}
 	defer release()
 	lockName := chatLockName(user, chat)
+	if err := r.root.MkdirAll(filepath.Dir(lockName), 0o700); err != nil {
+		return "", fmt.Errorf("retention: %w", err)
+	}
 	_, statErr := r.root.Lstat(lockName)
 	f, err := r.root.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -117,6 +127,9 @@ func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) 
 		return "", nil // another gateway is using it
 	}
 	defer func() { _ = lock.Close() }()
+	if !sameFile(f, r.root, lockName) {
+		return "", nil // another gateway's sweep removed it meanwhile
+	}
 	// Checked again under the lock: a release may have just touched it.
 	if last, err := r.lastUse(user, chat); err != nil || !last.Before(cutoff) {
 		return "", err
@@ -135,8 +148,37 @@ func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) 
 	if err := r.root.RemoveAll(filepath.Join("sessions", user, "chat-"+chat)); err != nil {
 		log.Warn("cannot remove the chat's sessions", "error", err)
 	}
+	// The lock goes last, still flocked: a waiter that opened it finds it
+	// is no longer the file at the path and makes a new one.
+	if err := r.root.Remove(lockName); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Warn("cannot remove the chat's lock file", "error", err)
+	}
 	log.Info("removed unused workspace", "retention", r.keep)
 	return dir, nil
+}
+
+// removeLegacyLock removes a lock file that a version before the locks
+// directory left next to the workspaces, unless a gateway of that version
+// still holds it.
+func (r *retention) removeLegacyLock(user, chat string) {
+	name := legacyChatLockName(user, chat)
+	f, err := r.root.OpenFile(name, os.O_RDWR|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return
+	}
+	lock, err := lockFile(context.Background(), f, 0)
+	if err != nil {
+		_ = f.Close()
+		return
+	}
+	defer func() { _ = lock.Close() }()
+	if r.dryRun {
+		r.logger.Info("would remove a legacy lock file (dry run)", "file", name)
+		return
+	}
+	if err := r.root.Remove(name); err != nil {
+		r.logger.Warn("cannot remove a legacy lock file", "file", name, "error", err)
+	}
 }
 
 // lastUse is the chat's last release, or the workspace's mtime when it was

@@ -295,6 +295,7 @@ func TestRetentionSweep(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "f"), []byte("x"), 0o644))
 		if lockFile {
 			lf := filepath.Join(data, chatLockName(user, chat))
+			require.NoError(t, os.MkdirAll(filepath.Dir(lf), 0o700))
 			require.NoError(t, os.WriteFile(lf, nil, 0o600))
 			require.NoError(t, os.Chtimes(lf, lastUse, lastUse))
 		}

@@ -9,7 +9,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"syscall"
 )
 
 // Socket names inside the per-sandbox directory ({hostDir} on the host,
@@ -181,30 +183,57 @@ func (f *frameReader) next() (byte, []byte, error) {
 // SocketPath returns the path of the named socket in dir.
 func SocketPath(dir, name string) string { return filepath.Join(dir, name) }
 
+// testHookListened runs in ListenHostSocket right after the socket is
+// bound, where an agent racing the host could swap the path.
+var testHookListened func(path string)
+
 // ListenHostSocket listens on the host socket name (ModelSocket, MCPSocket)
 // in hostDir for the helper to dial: it removes a stale socket file, listens,
 // and gives the socket to the sandbox user (uid:gid, mode 0600) so the
 // non-root helper may connect. Pass uid -1 to keep the owner (a host that
 // runs as the sandbox user itself). Close the listener to stop it; a later
 // ListenHostSocket replaces it without touching the container.
+//
+// The agent can write hostDir, so nothing here follows the path after the
+// bind: the mode is set on the socket's descriptor before the bind (the
+// kernel gives the new file that mode), and the owner is changed through a
+// descriptor of hostDir without following a link. If the agent swaps the
+// socket for something else meanwhile, at worst a file of its own in its
+// own mount gets the owner it already has, and the listen fails.
 func ListenHostSocket(hostDir, name string, uid, gid int) (net.Listener, error) {
 	path := SocketPath(hostDir, name)
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("helper: remove stale %s: %w", path, err)
 	}
-	ln, err := listenSock(context.Background(), hostDir, name)
+	dirfd, err := syscall.Open(hostDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("helper: open host dir %s: %w", hostDir, err)
+	}
+	defer func() { _ = syscall.Close(dirfd) }()
+	ln, err := listenSock(context.Background(), hostDir, name, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("helper: listen on %s: %w", path, err)
 	}
-	if uid >= 0 {
-		if err := os.Chown(path, uid, gid); err != nil {
-			_ = ln.Close()
-			return nil, fmt.Errorf("helper: give %s to the sandbox user %d:%d: %w", path, uid, gid, err)
-		}
+	if testHookListened != nil {
+		testHookListened(path)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	// The name in the directory dirfd names: /proc/self/fd/N is that very
+	// directory, and neither lstat nor lchown follows the final component.
+	inDir := "/proc/self/fd/" + strconv.Itoa(dirfd) + "/" + name
+	fi, err := os.Lstat(inDir)
+	if err != nil || fi.Mode().Type() != os.ModeSocket {
 		_ = ln.Close()
-		return nil, fmt.Errorf("helper: chmod %s: %w", path, err)
+		return nil, fmt.Errorf("helper: %s was replaced right after it was made (by the sandbox?); start the sandbox again: %w", path, errors.Join(err, ErrSocketReplaced))
+	}
+	if uid >= 0 {
+		if err := os.Lchown(inDir, uid, gid); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("helper: give %s to the sandbox user %d:%d (run the gateway as root or as that user): %w", path, uid, gid, err)
+		}
 	}
 	return ln, nil
 }
+
+// ErrSocketReplaced is wrapped by ListenHostSocket when the socket it made
+// was no longer a socket when it came to give it to the sandbox user.
+var ErrSocketReplaced = errors.New("host socket replaced")

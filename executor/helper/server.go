@@ -92,7 +92,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("helper: remove stale %s: %w", sock, err)
 	}
-	ln, err := listenSock(ctx, s.opts.Dir, ExecSocket)
+	ln, err := listenSock(ctx, s.opts.Dir, ExecSocket, 0)
 	if err != nil {
 		return fmt.Errorf("helper: listen on %s: %w; is the per-sandbox directory mounted writable at %s?", sock, err, s.opts.Dir)
 	}

@@ -43,13 +43,27 @@ func dialSock(ctx context.Context, dir, name string) (net.Conn, error) {
 // listenSock listens on dir/name, however long the path. The socket file is
 // left in place when the listener closes if the path was long (the
 // /proc/self/fd name is gone by then); callers remove stale files first.
-func listenSock(ctx context.Context, dir, name string) (net.Listener, error) {
+// A non-zero mode is set on the socket's descriptor before the bind, so the
+// file appears with it (less the umask) and is never chmodded by path.
+func listenSock(ctx context.Context, dir, name string, mode uint32) (net.Listener, error) {
 	p, done, err := shortSockPath(dir, name)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
 	var lc net.ListenConfig
+	if mode != 0 {
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var ferr error
+			if err := c.Control(func(fd uintptr) { ferr = syscall.Fchmod(int(fd), mode) }); err != nil {
+				return err
+			}
+			if ferr != nil {
+				return fmt.Errorf("set mode %o on the socket before binding it: %w", mode, ferr)
+			}
+			return nil
+		}
+	}
 	ln, err := lc.Listen(ctx, "unix", p)
 	if err != nil {
 		return nil, err
