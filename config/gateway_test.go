@@ -142,6 +142,7 @@ func TestSandboxSpecAndHash(t *testing.T) {
 		Image: "agentbox/sandbox-claude:latest", MemoryBytes: 2 << 30, CPUs: 1, PidsLimit: 256,
 		Timeout: 10 * time.Minute, Network: "none", Runtime: "", User: "1000:1000",
 		ConfigHash: defaults.ConfigHash(), LeaseWait: 30 * time.Second,
+		DiskBytes: 2 << 30, Inodes: 200_000,
 	}, spec)
 	assert.Len(t, spec.ConfigHash, 64)
 

@@ -29,15 +29,18 @@ type retention struct {
 	now    func() time.Time
 	// tryLease takes the chat's in-process lease without waiting.
 	tryLease func(user, chat string) (func(), bool)
+	// dropQuota unmounts and removes the chat's quota image, if any.
+	dropQuota func(user, chat string) error
 }
 
 func (e *Executor) newRetention() *retention {
 	return &retention{
-		logger: e.logger.Named("retention"),
-		dryRun: e.o.DryRun,
-		keep:   e.o.Retention,
-		root:   e.root,
-		now:    time.Now,
+		logger:    e.logger.Named("retention"),
+		dryRun:    e.o.DryRun,
+		keep:      e.o.Retention,
+		root:      e.root,
+		now:       time.Now,
+		dropQuota: e.quota.drop,
 		tryLease: func(user, chat string) (func(), bool) {
 			release, err := e.leases.acquire(context.Background(), user+"/"+chat, 0)
 			return release, err == nil
@@ -126,12 +129,24 @@ func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) 
 		log.Info("would remove unused workspace (dry run)")
 		return "", nil
 	}
+	if err := r.dropQuotaOf(user, chat); err != nil {
+		log.Warn("cannot remove the workspace's quota image", "error", err)
+		return "", fmt.Errorf("retention: %s: %w", dir, err)
+	}
 	if err := r.root.RemoveAll(dir); err != nil {
 		log.Warn("cannot remove unused workspace", "error", err)
 		return "", fmt.Errorf("retention: remove %s: %w", dir, err)
 	}
 	log.Info("removed unused workspace", "retention", r.keep)
 	return dir, nil
+}
+
+// dropQuotaOf calls dropQuota when set.
+func (r *retention) dropQuotaOf(user, chat string) error {
+	if r.dropQuota == nil {
+		return nil
+	}
+	return r.dropQuota(user, chat)
 }
 
 // lastUse is the chat's last release, or the workspace's mtime when it was
