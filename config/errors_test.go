@@ -98,7 +98,7 @@ func TestLoadErrors(t *testing.T) {
 			coderAs("inodes_too_many", `"max_disk": "16m"`, `"max_inodes": 100000`)),
 			want: []string{`assistants/coder/package.yao:6:5: sandbox.max_disk: "2x" is not a size; use a number with k, m or g, e.g. "2g"`, `"0" is below the minimum; use at least "16m"; a quota is never unlimited`, `"-1g" is not a size`, `"1m" is below the minimum`,
 				"sandbox.max_inodes: 0 is out of range; a quota is never unlimited", "sandbox.max_inodes: -1 is out of range", "sandbox.max_inodes: ", "sandbox.max_inodes: 100000 files do not fit in max_disk 16m (a file takes at least 1 KiB); use at most 16384 or raise max_disk"}, wantErr: true},
-		"disk_ok": {files: with(coder("deepseek.v3", claude, `"max_disk": "512m"`, `"max_inodes": 5000`))},
+		"disk_ok": {files: with(coder("deepseek.v3", claude, `"max_disk": "512m"`, `"max_inodes": 5000`), coderAs("small_disk", `"max_disk": "16m"`))},
 		"cpu": {files: with(coder("deepseek.v3", claude, `"max_cpu": 0`), coderAs("negative", `"max_cpu": -1`), coderAs("above_host", `"max_cpu": 16`)),
 			want: []string{"sandbox.max_cpu: 0 is not a CPU quota", "-1 is not a CPU quota", "16 is more than the host's 4 cores; use at most 4"}, wantErr: true},
 		"cpu_unbounded_host": {files: with(coder("deepseek.v3", claude, `"max_cpu": 16`)), opts: func(o *LoadOptions) { o.HostCPUs = -1 }},

@@ -236,7 +236,7 @@ var sandboxOptions = []option{
 			}
 			s.sb.DiskBytes = b
 		}},
-	{Key: "max_inodes", Type: "integer", Default: strconv.FormatInt(DefaultInodes, 10), Doc: fmt.Sprintf("how many files and directories the chat's workspace may hold, %d to one per KiB of max_disk (0 and -1, \"unlimited\", are refused)", minInodes),
+	{Key: "max_inodes", Type: "integer", Default: strconv.FormatInt(DefaultInodes, 10) + " (one per 8 KiB of a smaller max_disk)", Doc: fmt.Sprintf("how many files and directories the chat's workspace may hold, %d to one per KiB of max_disk (0 and -1, \"unlimited\", are refused)", minInodes),
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			v, ok := s.integer(n, path, "200000")
 			if !ok {
@@ -419,7 +419,8 @@ func applyDefaults(sb *Sandbox) {
 		sb.DiskBytes = DefaultDiskBytes
 	}
 	if sb.Inodes == 0 {
-		sb.Inodes = DefaultInodes
+		// One per 8 KiB on small disks: inode tables are space too.
+		sb.Inodes = max(min(DefaultInodes, sb.DiskBytes/8192), minInodes)
 	}
 	if sb.PidsLimit == 0 {
 		sb.PidsLimit = DefaultPidsLimit

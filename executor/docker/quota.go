@@ -270,7 +270,8 @@ func quotaLimits(spec executor.Spec) (disk, inodes int64, err error) {
 		disk = DefaultDiskBytes
 	}
 	if inodes == 0 {
-		inodes = DefaultInodes
+		// One per 8 KiB on small disks: inode tables are space too.
+		inodes = max(min(DefaultInodes, disk/8192), MinInodes)
 	}
 	if disk < MinDiskBytes {
 		return 0, 0, fmt.Errorf("spec: DiskBytes %d is below the minimum of %s (negative is not unlimited): %w", spec.DiskBytes, formatBytes(MinDiskBytes), executor.ErrInvalid)

@@ -62,9 +62,10 @@ func writeScript(mib int) string {
 	return `n=0; while [ $n -lt ` + strconv.Itoa(mib) + ` ]; do dd if=/dev/zero of=/workspace/big bs=1048576 count=1 seek=$n conv=notrunc 2>/tmp/err || break; n=$((n+1)); done; sync; echo $n; cat /tmp/err >&2`
 }
 
-// floodScript creates n empty files and prints how many it made.
+// floodScript creates n empty files and prints how many it made (true,
+// not the special built-in ":", whose failed redirection ends the shell).
 func floodScript(n int) string {
-	return `mkdir -p /workspace/flood && cd /workspace/flood && i=0; while [ $i -lt ` + strconv.Itoa(n) + ` ]; do : > f$i 2>/tmp/err || break; i=$((i+1)); done; echo $i; cat /tmp/err >&2`
+	return `mkdir -p /workspace/flood && cd /workspace/flood && i=0; while [ $i -lt ` + strconv.Itoa(n) + ` ]; do true > f$i 2>/tmp/err || break; i=$((i+1)); done; echo $i; cat /tmp/err >&2`
 }
 
 // TestQuotaDiskFullInsideContainer: writing past max_disk fails with
@@ -93,6 +94,7 @@ func TestQuotaDiskFullInsideContainer(t *testing.T) {
 				return
 			}
 			assert.Less(t, wrote, want)
+			assert.Greater(t, wrote, quota>>20/2, "most of the quota is usable")
 			assert.LessOrEqual(t, int64(wrote)<<20, int64(quota))
 			assert.Contains(t, stderr, "No space left on device")
 			img := filepath.Join(e.o.DataDir, imageName("u1", "disk"))
@@ -284,6 +286,8 @@ func TestQuotaLimits(t *testing.T) {
 	}{
 		"defaults":        {wantD: DefaultDiskBytes, wantI: DefaultInodes},
 		"set":             {disk: 64 << 20, inodes: 5000, wantD: 64 << 20, wantI: 5000},
+		"small disk":      {disk: 32 << 20, wantD: 32 << 20, wantI: 4096},
+		"tiny disk, min":  {disk: 16 << 20, wantD: 16 << 20, wantI: 2048},
 		"negative disk":   {disk: -1, wantErrContain: "DiskBytes -1 is below the minimum"},
 		"tiny disk":       {disk: 1 << 20, wantErrContain: "below the minimum of 16.0 MiB"},
 		"negative inodes": {inodes: -1, wantErrContain: "Inodes -1 is below the minimum"},
