@@ -117,6 +117,7 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		_ = root.Close()
 		return nil, err
 	}
+	e.unmountStale()
 	e.rec = e.newReconciler()
 	e.ret = e.newRetention()
 	if _, err := e.rec.reconcile(ctx); err != nil {

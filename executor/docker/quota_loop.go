@@ -68,6 +68,13 @@ func (l *loopQuota) probe() error {
 		return fmt.Errorf("create %s: %w", quotaDir, err)
 	}
 	dir := filepath.Join(l.dataDir, quotaDir)
+	// Probes of a gateway killed while probing.
+	if old, err := filepath.Glob(filepath.Join(dir, ".probe-*")); err == nil {
+		for _, p := range old {
+			_ = syscall.Unmount(p, syscall.MNT_DETACH)
+			_ = os.Remove(p)
+		}
+	}
 	img := filepath.Join(dir, ".probe-"+randomID()+".img")
 	mnt := strings.TrimSuffix(img, ".img")
 	defer func() {
@@ -153,6 +160,12 @@ func (l *loopQuota) attach(ctx context.Context, p plan, wsDir string, _ func(err
 	}
 	if err := detachStale(ctx, img); err != nil {
 		log.Warn("cannot detach a stale loop device of the workspace image", "image", img, "error", err)
+	}
+	// A device still bound is in use by a filesystem no longer in our
+	// mount table (lazily unmounted, held by a container going away).
+	// Mounting the image twice would corrupt it.
+	if out, err := toolOutput(ctx, "losetup", "-n", "-O", "NAME", "-j", img); err != nil || strings.TrimSpace(out) != "" {
+		return nil, fmt.Errorf("workspace quota: the workspace image is still in use (%s); retry once the previous sandbox is gone: %w", strings.TrimSpace(out), errors.Join(err, executor.ErrBusy))
 	}
 	fi, err := l.root.Lstat(name)
 	switch {
@@ -487,3 +500,53 @@ func toolOutput(ctx context.Context, name string, args ...string) (string, error
 }
 
 func isNotExistErr(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// unmountStale unmounts the workspace images a killed gateway left
+// mounted, for chats nobody holds (in this process or, by the chat's
+// flock, in another). Run once at start-up; a chat held meanwhile keeps
+// its mount, which its next Create reuses anyway.
+func (e *Executor) unmountStale() {
+	if e.quota == nil || e.quota.mode() != QuotaLoop {
+		return
+	}
+	realData, err := filepath.EvalSymlinks(e.o.DataDir)
+	if err != nil {
+		return
+	}
+	mounts, err := readMountInfo()
+	if err != nil {
+		e.logger.Warn("cannot list mounts to find stale workspace images", "error", err)
+		return
+	}
+	prefix := filepath.Join(realData, "workspaces") + string(filepath.Separator)
+	for _, m := range mounts {
+		rel, ok := strings.CutPrefix(m.point, prefix)
+		if !ok {
+			continue
+		}
+		user, chatDir, ok := strings.Cut(rel, string(filepath.Separator))
+		chat, isChat := strings.CutPrefix(chatDir, "chat-")
+		if !ok || !isChat || executor.ValidateID("user id", user) != nil || executor.ValidateID("chat id", chat) != nil {
+			continue
+		}
+		img := filepath.Join(e.o.DataDir, imageName(user, chat))
+		if mine, err := mountedImage(m.point, img); err != nil || !mine {
+			continue
+		}
+		unlease, err := e.leases.acquire(context.Background(), user+"/"+chat, 0)
+		if err != nil {
+			continue
+		}
+		if lock, err := e.lockChat(context.Background(), user, chat, 0); err == nil {
+			// Never lazily: a container of the dead gateway may still use
+			// it, and a second mount of one image would corrupt it.
+			if err := syscall.Unmount(m.point, 0); err != nil {
+				e.logger.Warn("cannot unmount a stale workspace image", "user", user, "chat", chat, "error", err)
+			} else {
+				e.logger.Info("unmounted a workspace image left mounted by a stopped gateway", "user", user, "chat", chat)
+			}
+			_ = lock.Close()
+		}
+		unlease()
+	}
+}

@@ -231,6 +231,19 @@ func TestQuotaSurvivesCrash(t *testing.T) {
 	require.NoError(t, sb.Close(context.Background()))
 	require.False(t, mountedAt(t, ws), "Close unmounts")
 
+	// A gateway starting on the data dir unmounts what a dead one left,
+	// for chats nobody holds.
+	sb = create(t, e, spec)
+	sb.quota = noHandle{}
+	require.NoError(t, sb.Close(context.Background()))
+	require.True(t, mountedAt(t, ws))
+	o := e.o
+	o.InstanceID = ""
+	e2, err := New(context.Background(), o)
+	require.NoError(t, err)
+	require.NoError(t, e2.Close())
+	require.False(t, mountedAt(t, ws), "the new gateway unmounted the stale image")
+
 	// A loop device still bound to the image, no mount.
 	out, err := exec.Command("losetup", "-f", "--show", img).CombinedOutput()
 	require.NoError(t, err, "%s", out)
