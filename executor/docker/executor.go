@@ -117,7 +117,6 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		_ = root.Close()
 		return nil, err
 	}
-	e.unmountStale()
 	e.rec = e.newReconciler()
 	e.ret = e.newRetention()
 	if _, err := e.rec.reconcile(ctx); err != nil {
@@ -511,6 +510,7 @@ func (e *Executor) Close() error {
 	for _, s := range open {
 		errs = append(errs, s.Close(context.Background()))
 	}
+	e.unmountImages()
 	// Our lock file goes while we still hold it; reconcilers that look
 	// afterwards find no file, which also means "gone".
 	if err := e.root.Remove(instanceLockName(e.o.InstanceID)); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -34,10 +33,13 @@ const loopMountOptions = "loop,nosuid,nodev,noatime,discard,noinit_itable"
 const loopToolTimeout = 2 * time.Minute
 
 // loopQuota gives each workspace its own ext4 image, mounted at the
-// workspace path while a sandbox runs and unmounted at its Close. A mount
-// left by a killed gateway is found in /proc/self/mountinfo and reused by
-// the next Create; a loop device left attached without a mount is
-// detached first. The image size is the disk quota and its inode count
+// workspace path by the chat's first Create and kept mounted for the chat
+// (host-side readers between turns see the files), until the retention
+// sweep removes the workspace or the executor closes. A mount left by a
+// killed gateway is found in /proc/self/mountinfo and reused by the next
+// Create; a loop device left attached without a mount is detached first,
+// and an image still held by a filesystem outside the mount table is
+// refused rather than mounted twice. The image size is the disk quota and its inode count
 // (mkfs -N) the inode quota; a workspace keeps the largest quota any of
 // its assistants asked for (ext4 grows offline, it does not shrink).
 type loopQuota struct {
@@ -153,10 +155,8 @@ func (l *loopQuota) attach(ctx context.Context, p plan, wsDir string, _ func(err
 		return nil, fmt.Errorf("workspace quota: %w", err)
 	}
 	if mounted {
-		// A gateway killed while the sandbox ran left it mounted; the
-		// chat's flock says nobody else uses it.
-		log.Info("workspace image still mounted from an earlier run; reusing it", "image", img)
-		return &loopHandle{dir: wsDir}, nil
+		// Mounted by an earlier turn (or by a gateway killed since).
+		return loopHandle{}, nil
 	}
 	if err := detachStale(ctx, img); err != nil {
 		log.Warn("cannot detach a stale loop device of the workspace image", "image", img, "error", err)
@@ -197,7 +197,8 @@ func (l *loopQuota) attach(ctx context.Context, p plan, wsDir string, _ func(err
 	// mkfs made lost+found; the agent has no use for it (e2fsck makes it
 	// again if it ever needs it). Non-empty, it stays.
 	_ = syscall.Rmdir(filepath.Join(wsDir, "lost+found"))
-	return &loopHandle{dir: wsDir}, nil
+	log.Debug("workspace image mounted", "image", img)
+	return loopHandle{}, nil
 }
 
 // create makes the chat's image and moves a workspace made before quotas
@@ -292,8 +293,8 @@ func (l *loopQuota) drop(user, chat string) error {
 	wsDir := filepath.Join(l.dataDir, "workspaces", user, "chat-"+chat)
 	img := filepath.Join(l.dataDir, imageName(user, chat))
 	if mounted, err := mountedImage(wsDir, img); err == nil && mounted {
-		if err := unmount(wsDir); err != nil {
-			return err
+		if err := syscall.Unmount(wsDir, 0); err != nil {
+			return fmt.Errorf("unmount %s: %w", wsDir, err)
 		}
 	}
 	if err := l.root.Remove(imageName(user, chat)); err != nil && !isNotExistErr(err) {
@@ -470,18 +471,12 @@ func unmount(dir string) error {
 	}
 }
 
-type loopHandle struct {
-	dir  string
-	once sync.Once
-	uerr error
-}
+// loopHandle: the kernel enforces the quota and the mount stays for the
+// chat, so there is nothing to release per sandbox.
+type loopHandle struct{}
 
-func (h *loopHandle) err() error { return nil }
-
-func (h *loopHandle) release() error {
-	h.once.Do(func() { h.uerr = unmount(h.dir) })
-	return h.uerr
-}
+func (loopHandle) err() error     { return nil }
+func (loopHandle) release() error { return nil }
 
 // runTool runs a tool and returns its output in the error when it fails.
 func runTool(ctx context.Context, name string, args ...string) error {
@@ -501,11 +496,12 @@ func toolOutput(ctx context.Context, name string, args ...string) (string, error
 
 func isNotExistErr(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
-// unmountStale unmounts the workspace images a killed gateway left
-// mounted, for chats nobody holds (in this process or, by the chat's
-// flock, in another). Run once at start-up; a chat held meanwhile keeps
-// its mount, which its next Create reuses anyway.
-func (e *Executor) unmountStale() {
+// unmountImages unmounts the workspace images mounted under DataDir
+// (including those a killed gateway left) for chats nobody holds, in this
+// process or, by the chat's flock, in another gateway sharing DataDir.
+// Executor.Close runs it after its sandboxes are gone; a chat held
+// meanwhile keeps its mount, which its next Create reuses anyway.
+func (e *Executor) unmountImages() {
 	if e.quota == nil || e.quota.mode() != QuotaLoop {
 		return
 	}
@@ -538,8 +534,8 @@ func (e *Executor) unmountStale() {
 			continue
 		}
 		if lock, err := e.lockChat(context.Background(), user, chat, 0); err == nil {
-			// Never lazily: a container of the dead gateway may still use
-			// it, and a second mount of one image would corrupt it.
+			// Never lazily: a container that still uses it would keep the
+			// filesystem alive out of sight.
 			if err := syscall.Unmount(m.point, 0); err != nil {
 				e.logger.Warn("cannot unmount a stale workspace image", "user", user, "chat", chat, "error", err)
 			} else {

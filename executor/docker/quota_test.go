@@ -210,39 +210,34 @@ func mountedAt(t *testing.T, dir string) bool {
 	return false
 }
 
-// TestQuotaSurvivesCrash: a mount left by a gateway killed mid-run (here:
-// the sandbox closed without releasing its quota) is reused by the next
-// Create, files intact; a loop device left attached without a mount is
-// detached; Close unmounts.
+// TestQuotaSurvivesCrash: the image stays mounted for the chat between
+// turns (host readers see the files); a gateway starting on the data dir
+// reuses what a dead one left mounted; a loop device left bound without a
+// mount is detached; Executor.Close unmounts what nobody holds.
 func TestQuotaSurvivesCrash(t *testing.T) {
 	e := newLoopExecutor(t)
 	spec := testSpec("crash")
-	sb := create(t, e, spec)
 	ws := filepath.Join(e.o.DataDir, "workspaces", "u1", "chat-crash")
 	img := filepath.Join(e.o.DataDir, imageName("u1", "crash"))
+	sb := create(t, e, spec)
 	mustRun(t, sb, "echo kept > /workspace/a")
 	assert.Equal(t, "", mustRun(t, sb, "ls -A /workspace | grep -v '^a$' || true"), "no lost+found or other clutter")
-	sb.quota = noHandle{} // the "crash": the mount stays
 	require.NoError(t, sb.Close(context.Background()))
-	require.True(t, mountedAt(t, ws))
+	require.True(t, mountedAt(t, ws), "kept mounted for the chat")
+	require.FileExists(t, filepath.Join(ws, "a"), "host readers see the workspace between turns")
 
-	sb = create(t, e, spec)
-	assert.Equal(t, "kept", mustRun(t, sb, "cat /workspace/a"))
-	require.NoError(t, sb.Close(context.Background()))
-	require.False(t, mountedAt(t, ws), "Close unmounts")
-
-	// A gateway starting on the data dir unmounts what a dead one left,
-	// for chats nobody holds.
-	sb = create(t, e, spec)
-	sb.quota = noHandle{}
-	require.NoError(t, sb.Close(context.Background()))
-	require.True(t, mountedAt(t, ws))
+	// A gateway killed with the image mounted (the state it is in now, as
+	// far as another executor can tell): a new one reuses the mount.
 	o := e.o
 	o.InstanceID = ""
 	e2, err := New(context.Background(), o)
 	require.NoError(t, err)
+	sb2, err := e2.Create(context.Background(), spec)
+	require.NoError(t, err)
+	assert.Equal(t, "kept", mustRun(t, sb2, "cat /workspace/a"))
+	require.NoError(t, sb2.Close(context.Background()))
 	require.NoError(t, e2.Close())
-	require.False(t, mountedAt(t, ws), "the new gateway unmounted the stale image")
+	require.False(t, mountedAt(t, ws), "Executor.Close unmounts the chats nobody holds")
 
 	// A loop device still bound to the image, no mount.
 	out, err := exec.Command("losetup", "-f", "--show", img).CombinedOutput()
@@ -252,6 +247,8 @@ func TestQuotaSurvivesCrash(t *testing.T) {
 	sb = create(t, e, spec)
 	assert.Equal(t, "kept", mustRun(t, sb, "cat /workspace/a"))
 	require.NoError(t, sb.Close(context.Background()))
+	e.unmountImages()
+	require.False(t, mountedAt(t, ws))
 	out, err = exec.Command("losetup", "-n", "-O", "NAME", "-j", img).CombinedOutput()
 	require.NoError(t, err)
 	assert.Empty(t, strings.TrimSpace(string(out)), "no loop device left bound to the image")
@@ -270,6 +267,8 @@ func TestQuotaMigratesExistingWorkspace(t *testing.T) {
 	assert.Equal(t, "package main", mustRun(t, sb, "cat /workspace/src/main.go"))
 	assert.Equal(t, "/etc/passwd", mustRun(t, sb, "readlink /workspace/link"), "symlinks are copied, not followed")
 	require.NoError(t, sb.Close(context.Background()))
+	e.unmountImages()
+	require.False(t, mountedAt(t, ws))
 	n, err := dirEntries(ws)
 	require.NoError(t, err)
 	assert.Zero(t, n, "the old files are not left under the mount")
