@@ -104,7 +104,7 @@ func checkFreeSpace(dataDir string, floor int64) error {
 	if err := syscall.Statfs(dataDir, &st); err != nil {
 		return fmt.Errorf("statfs %s: %w", dataDir, err)
 	}
-	free := int64(st.Bavail) * int64(st.Bsize) //nolint:gosec // block counts fit int64
+	free := int64(st.Bavail) * st.Bsize //nolint:gosec // block counts fit int64
 	if free < floor {
 		return fmt.Errorf("the data directory %s has %s free, under the floor of %s; free disk space there or lower Options.MinFreeBytes: %w",
 			dataDir, formatBytes(free), formatBytes(floor), executor.ErrNoSpace)
