@@ -350,3 +350,43 @@ func TestFormatBytes(t *testing.T) {
 	assert.Equal(t, "32.0 MiB", formatBytes(32<<20))
 	assert.Equal(t, "2.0 GiB", formatBytes(2<<30))
 }
+
+// TestQuotaAttacks: other ways to fill a workspace stay inside the quota:
+// preallocation, a huge sparse file, a directory flood (each an inode),
+// hard links (directory blocks), long names. Each leaves the
+// image at most the quota on the host; the ones that must hit the limit
+// say "No space left on device".
+func TestQuotaAttacks(t *testing.T) {
+	const disk, inodes = 32 << 20, 2000
+	e := newLoopExecutor(t)
+	for name, tc := range map[string]struct {
+		script  string
+		enospc  bool
+		okAfter string // a command that must still work afterwards
+	}{
+		"fallocate":     {script: "fallocate -l 128M /workspace/pre", enospc: true},
+		"sparse 100g":   {script: "truncate -s 100G /workspace/sparse && ls -l /workspace/sparse >/dev/null && dd if=/dev/zero of=/workspace/sparse bs=1048576 count=64 seek=1000 conv=notrunc", enospc: true},
+		"mkdir flood":   {script: "cd /workspace && mkdir $(seq 5000 | sed 's/^/d/')", enospc: true},
+		"hardlinks":     {script: "cd /workspace && : > f && for i in $(seq 300); do ln f h$i || exit 1; done", okAfter: "ls /workspace | wc -l"},
+		"long names":    {script: "cd /workspace && i=0; while [ $i -lt 1500 ]; do : > $(printf '%0200d' $i) || exit 1; i=$((i+1)); done", okAfter: "true"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			chat := strings.ReplaceAll(name, " ", "-")
+			spec := testSpec(chat)
+			spec.DiskBytes, spec.Inodes = disk, inodes
+			sb := create(t, e, spec)
+			_, stderr, res, err := run(t, sb, tc.script, func(c *executor.Cmd) { c.Timeout = 5 * time.Minute })
+			require.NoError(t, err)
+			if tc.enospc {
+				assert.NotZero(t, res.ExitCode)
+				assert.Contains(t, stderr, "No space left on device")
+			}
+			if tc.okAfter != "" {
+				mustRun(t, sb, tc.okAfter)
+			}
+			held := allocated(t, filepath.Join(e.o.DataDir, imageName("u1", chat)))
+			t.Logf("exit %d, image holds %d KiB for a %d KiB quota; stderr %.120q", res.ExitCode, held>>10, disk>>10, stderr)
+			assert.LessOrEqual(t, held, int64(disk))
+		})
+	}
+}
