@@ -364,11 +364,11 @@ func TestQuotaAttacks(t *testing.T) {
 		enospc  bool
 		okAfter string // a command that must still work afterwards
 	}{
-		"fallocate":     {script: "fallocate -l 128M /workspace/pre", enospc: true},
-		"sparse 100g":   {script: "truncate -s 100G /workspace/sparse && ls -l /workspace/sparse >/dev/null && dd if=/dev/zero of=/workspace/sparse bs=1048576 count=64 seek=1000 conv=notrunc", enospc: true},
-		"mkdir flood":   {script: "cd /workspace && mkdir $(seq 5000 | sed 's/^/d/')", enospc: true},
-		"hardlinks":     {script: "cd /workspace && : > f && for i in $(seq 300); do ln f h$i || exit 1; done", okAfter: "ls /workspace | wc -l"},
-		"long names":    {script: "cd /workspace && i=0; while [ $i -lt 1500 ]; do : > $(printf '%0200d' $i) || exit 1; i=$((i+1)); done", okAfter: "true"},
+		"fallocate":   {script: "fallocate -l 128M /workspace/pre", enospc: true},
+		"sparse 100g": {script: "truncate -s 100G /workspace/sparse && ls -l /workspace/sparse >/dev/null && dd if=/dev/zero of=/workspace/sparse bs=1048576 count=64 seek=1000 conv=notrunc", enospc: true},
+		"mkdir flood": {script: "cd /workspace && mkdir $(seq 5000 | sed 's/^/d/')", enospc: true},
+		"hardlinks":   {script: "cd /workspace && : > f && for i in $(seq 300); do ln f h$i || exit 1; done", okAfter: "ls /workspace | wc -l"},
+		"long names":  {script: "cd /workspace && i=0; while [ $i -lt 1500 ]; do : > $(printf '%0200d' $i) || exit 1; i=$((i+1)); done", okAfter: "true"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			chat := strings.ReplaceAll(name, " ", "-")
