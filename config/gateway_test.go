@@ -142,6 +142,7 @@ func TestSandboxSpecAndHash(t *testing.T) {
 		Image: "agentbox/sandbox-claude:latest", MemoryBytes: 2 << 30, CPUs: 1, PidsLimit: 256,
 		Timeout: 10 * time.Minute, Network: "none", Runtime: "", User: DefaultUser,
 		ConfigHash: defaults.ConfigHash(), LeaseWait: 30 * time.Second,
+		DiskBytes: 2 << 30, Inodes: 200_000,
 	}, spec)
 	assert.Len(t, spec.ConfigHash, 64)
 
@@ -155,9 +156,15 @@ func TestSandboxSpecAndHash(t *testing.T) {
 		"runtime":   `"runtime": "runsc"`,
 		"arguments": `"arguments": {"max_turns": 3}`,
 		"image":     `"image": "example/other:1"`,
+		"disk":      `"max_disk": "4g"`,
+		"inodes":    `"max_inodes": 1000`,
 	} {
 		assert.NotEqual(t, defaults.ConfigHash(), base(extra).ConfigHash(), name)
 	}
+	// A small max_disk lowers the default inode quota with it.
+	small := base(`"max_disk": "32m"`)
+	assert.Equal(t, SpecValues{DiskBytes: 32 << 20, Inodes: 4096}, SpecValues{DiskBytes: small.Spec().DiskBytes, Inodes: small.Spec().Inodes})
+	assert.Equal(t, int64(1234), base(`"max_inodes": 1234`).Spec().Inodes)
 	// The hash does not depend on the process: a fixed input gives a fixed value.
 	fixed := &Sandbox{Command: "claude", Arguments: map[string]any{}}
 	applyDefaults(fixed)

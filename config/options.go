@@ -23,6 +23,8 @@ const (
 	DefaultHookTimeout          = 5 * time.Second
 	DefaultStallTimeout         = 5 * time.Minute
 	DefaultLeaseWait            = 30 * time.Second
+	DefaultDiskBytes    int64   = 2 << 30
+	DefaultInodes       int64   = 200_000
 )
 
 // Bounds of sandbox.budget. A budget is never unlimited; an unset key takes
@@ -66,6 +68,9 @@ const (
 	maxHookTimeout        = 5 * time.Minute
 	minStallTimeout       = 10 * time.Second
 	maxLeaseWait          = 10 * time.Minute
+	minDiskBytes    int64 = 16 << 20
+	minInodes       int64 = 1000
+	maxInodes       int64 = 1 << 31
 )
 
 // argType is the type of a command argument.
@@ -225,6 +230,35 @@ var sandboxOptions = []option{
 				s.warnf(n, path, "lower it; the container can never use more than the host has", "%q is more than the host's %s of memory", v, formatSize(host))
 			}
 			s.sb.MemoryBytes = b
+		}},
+	{Key: "max_disk", Type: "size", Default: formatSize(DefaultDiskBytes), Doc: "disk quota of the chat's workspace (a loop-mounted filesystem image where the host allows it: writes fail with \"no space left on device\"; else a watchdog stops the run); a number with k, m or g, at least " + formatSize(minDiskBytes) + ". A workspace shared by assistants keeps the largest quota asked for",
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			v, ok := s.str(n, path, `"2g"`)
+			if !ok {
+				return
+			}
+			b, err := parseSize(v)
+			if err != nil {
+				s.errorf(n, path, `use a number with k, m or g, e.g. "2g"`, "%q is not a size", v)
+				return
+			}
+			if b < minDiskBytes {
+				s.errorf(n, path, fmt.Sprintf("use at least %q; a quota is never unlimited", formatSize(minDiskBytes)), "%q is below the minimum", v)
+				return
+			}
+			s.sb.DiskBytes = b
+		}},
+	{Key: "max_inodes", Type: "integer", Default: strconv.FormatInt(DefaultInodes, 10) + " (one per 8 KiB of a smaller max_disk)", Doc: fmt.Sprintf("how many files and directories the chat's workspace may hold, %d to one per KiB of max_disk (0 and -1, \"unlimited\", are refused)", minInodes),
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			v, ok := s.integer(n, path, "200000")
+			if !ok {
+				return
+			}
+			if v < minInodes || v > maxInodes {
+				s.errorf(n, path, fmt.Sprintf("a quota is never unlimited; use a number from %d up, e.g. 200000", minInodes), "%d is out of range", v)
+				return
+			}
+			s.sb.Inodes = v
 		}},
 	{Key: "max_cpu", Type: "number", Default: strconv.FormatFloat(DefaultCPUs, 'g', -1, 64), Doc: "CPU quota in cores (1.5 = one and a half), from 0.01 to the host's core count",
 		decode: func(s *sandboxDecoder, n *node, path string) {
@@ -434,6 +468,13 @@ func applyDefaults(sb *Sandbox) {
 	if sb.CPUs == 0 {
 		sb.CPUs = DefaultCPUs
 	}
+	if sb.DiskBytes == 0 {
+		sb.DiskBytes = DefaultDiskBytes
+	}
+	if sb.Inodes == 0 {
+		// One per 8 KiB on small disks: inode tables are space too.
+		sb.Inodes = max(min(DefaultInodes, sb.DiskBytes/8192), minInodes)
+	}
 	if sb.PidsLimit == 0 {
 		sb.PidsLimit = DefaultPidsLimit
 	}
@@ -486,6 +527,9 @@ func (s *sandboxDecoder) crossChecks(block *node, path string, badNetwork bool) 
 	}
 	if sb.StallTimeout >= sb.Timeout && s.nodes["stall_timeout"] != nil {
 		s.warnf(at("stall_timeout"), joinPath(path, "stall_timeout"), "make it shorter than timeout", "%s is not shorter than the sandbox timeout %s: the watchdog never fires", sb.StallTimeout, sb.Timeout)
+	}
+	if sb.Inodes > sb.DiskBytes/1024 && sb.DiskBytes > 0 {
+		s.errorf(at("max_inodes"), joinPath(path, "max_inodes"), fmt.Sprintf("use at most %d or raise max_disk", sb.DiskBytes/1024), "%d files do not fit in max_disk %s (a file takes at least 1 KiB)", sb.Inodes, formatSize(sb.DiskBytes))
 	}
 	if s.cmd != nil && s.cmd.NeedsNetwork != "" && sb.Network == "none" && !badNetwork {
 		where, key := at("network"), "network"

@@ -16,6 +16,10 @@ type Sandbox struct {
 	Image string `json:"image"`
 	// MemoryBytes is the memory limit (max_memory).
 	MemoryBytes int64 `json:"memory_bytes"`
+	// DiskBytes and Inodes are the workspace's disk and inode quota
+	// (max_disk, max_inodes).
+	DiskBytes int64 `json:"disk_bytes"`
+	Inodes    int64 `json:"inodes"`
 	// CPUs is the CPU quota in cores (max_cpu).
 	CPUs float64 `json:"cpus"`
 	// PidsLimit caps processes (pids).
@@ -82,6 +86,8 @@ type SpecValues struct {
 	User        string
 	ConfigHash  string
 	LeaseWait   time.Duration
+	DiskBytes   int64
+	Inodes      int64
 }
 
 // Spec returns the container settings for executor.Spec.
@@ -97,6 +103,8 @@ func (s *Sandbox) Spec() SpecValues {
 		User:        s.User,
 		ConfigHash:  s.ConfigHash(),
 		LeaseWait:   s.LeaseWait,
+		DiskBytes:   s.DiskBytes,
+		Inodes:      s.Inodes,
 	}
 }
 

@@ -30,6 +30,10 @@ var (
 	// ErrUnavailable: the container runtime (the Docker daemon) does not
 	// answer, so no sandbox can start; retry once it is back.
 	ErrUnavailable = errors.New("executor: the container runtime does not answer")
+	// ErrNoSpace: the workspace passed its disk or inode quota (the sandbox
+	// was stopped), or the host's disk is under the free-space floor so no
+	// sandbox starts. Free space or raise sandbox.max_disk / max_inodes.
+	ErrNoSpace = errors.New("executor: no space left for the workspace")
 )
 
 // sandboxGone is ErrSandboxGone: a refinement of ErrNotRunning.

@@ -39,6 +39,10 @@ type Spec struct {
 	// LeaseWait bounds how long Create waits for another request on the same
 	// chat before failing with ErrBusy.
 	LeaseWait time.Duration
+	// DiskBytes and Inodes are the workspace's disk and inode quota (0: the
+	// backend's default; never unlimited).
+	DiskBytes int64
+	Inodes    int64
 }
 
 // Sandbox is one running container over one chat's workspace, held by one

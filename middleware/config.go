@@ -99,6 +99,7 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 		Spec: executor.Spec{
 			Image: v.Image, MemoryBytes: v.MemoryBytes, CPUs: v.CPUs, PidsLimit: v.PidsLimit, Timeout: v.Timeout,
 			Network: v.Network, Runtime: v.Runtime, User: v.User, ConfigHash: v.ConfigHash, LeaseWait: v.LeaseWait,
+			DiskBytes: v.DiskBytes, Inodes: v.Inodes,
 		},
 		StallTimeout: sb.StallTimeout,
 		Budget:       modelproxy.Budget{MaxRequests: sb.Budget.Calls, MaxTokens: sb.Budget.Tokens, MaxDuration: sb.Budget.Wall},

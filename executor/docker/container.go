@@ -37,6 +37,8 @@ type plan struct {
 	spec     executor.Spec
 	image    string
 	uid, gid int
+	disk     int64 // workspace quota in bytes
+	inodes   int64 // workspace quota in files and directories
 	deadline time.Time
 	created  time.Time
 }
@@ -111,6 +113,7 @@ func newPlan(spec executor.Spec, o Options, now time.Time) (plan, error) {
 	if m == nil {
 		return p, fmt.Errorf("spec: User %q is not numeric uid:gid (e.g. %q): %w", spec.User, DefaultUser, executor.ErrInvalid)
 	}
+	var err error
 	uid, err1 := strconv.Atoi(m[1])
 	gid, err2 := strconv.Atoi(m[2])
 	if err1 != nil || err2 != nil || uid > math.MaxInt32 || gid > math.MaxInt32 {
@@ -129,6 +132,9 @@ func newPlan(spec executor.Spec, o Options, now time.Time) (plan, error) {
 	}
 	if spec.LeaseWait == 0 {
 		spec.LeaseWait = o.DefaultLeaseWait
+	}
+	if p.disk, p.inodes, err = quotaLimits(spec); err != nil {
+		return p, err
 	}
 	p.spec = spec
 	p.uid, p.gid = uid, gid

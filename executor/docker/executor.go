@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +30,7 @@ type Executor struct {
 	leases *leases
 	root   *os.Root // DataDir
 	inst   *fileLock
+	quota  quotaEnforcer
 	// daemonHost names the daemon in errors ("unix:///var/run/docker.sock").
 	daemonHost string
 
@@ -112,6 +114,11 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		e.daemonHost = h.DaemonHost()
 	}
 	if e.inst, err = e.lockInstance(); err != nil {
+		_ = root.Close()
+		return nil, err
+	}
+	if e.quota, err = newQuota(o, root, e.logger); err != nil {
+		_ = e.inst.Close()
 		_ = root.Close()
 		return nil, err
 	}
@@ -331,7 +338,19 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 // container and waits until it runs commands. It cleans up after itself on
 // failure.
 func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.Logger) (_ *Sandbox, err error) {
+	if err := checkFreeSpace(e.o.DataDir, e.o.MinFreeBytes); err != nil {
+		return nil, err
+	}
 	wsDir, err := executor.PrepareWorkspace(e.o.DataDir, p.spec.UserID, p.spec.ChatID, p.uid, p.gid)
+	if err != nil {
+		return nil, err
+	}
+	var sbOver atomic.Pointer[Sandbox]
+	quota, err := e.quota.attach(ctx, p, wsDir, func(err error) {
+		if s := sbOver.Load(); s != nil {
+			s.stop(ctx, err.Error())
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -339,14 +358,13 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 	wsOpts.UID, wsOpts.GID = p.uid, p.gid
 	ws, err := executor.OpenWorkspace(wsDir, wsOpts)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, quota.release())
 	}
 	hostDir, err := e.makeHostDir(sbID, p.uid, p.gid)
 	if err != nil {
-		_ = ws.Close()
-		return nil, err
+		return nil, errors.Join(err, ws.Close(), quota.release())
 	}
-	sb := &Sandbox{e: e, sandboxID: sbID, hostDir: hostDir, ws: ws, plan: p, logger: logger.With("sandbox", sbID)}
+	sb := &Sandbox{e: e, sandboxID: sbID, hostDir: hostDir, ws: ws, quota: quota, plan: p, logger: logger.With("sandbox", sbID)}
 	defer func() {
 		if err != nil {
 			cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.CallTimeout)
@@ -355,7 +373,7 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 			if sb.id != "" {
 				rmErr = removeErrors(e.api.ContainerRemove(cleanupCtx, sb.id, container.RemoveOptions{Force: true}))
 			}
-			if cerr := errors.Join(rmErr, ws.Close(), e.removeHostDir(sbID)); cerr != nil {
+			if cerr := errors.Join(rmErr, ws.Close(), e.removeHostDir(sbID), quota.release()); cerr != nil {
 				logger.Error("cleanup after failed create", "error", cerr)
 			}
 		}
@@ -376,6 +394,7 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 		return nil, e.unavailable(ctx, "create container", err)
 	}
 	sb.id = created.ID
+	sbOver.Store(sb)
 	logger.Debug("container created", "container", shortID(created.ID), "image", p.image)
 	callCtx, cancel = context.WithTimeout(ctx, e.o.CallTimeout)
 	err = e.api.ContainerStart(callCtx, created.ID, container.StartOptions{})
@@ -589,6 +608,7 @@ func (e *Executor) Close() error {
 	for _, s := range open {
 		errs = append(errs, s.Close(context.Background()))
 	}
+	e.unmountImages()
 	// Our lock file goes while we still hold it; reconcilers that look
 	// afterwards find no file, which also means "gone".
 	if err := e.root.Remove(instanceLockName(e.o.InstanceID)); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -111,6 +111,17 @@ type Options struct {
 	// Workspace configures the host-side file API (UID/GID are taken from
 	// the sandbox user).
 	Workspace executor.WorkspaceOptions
+	// Quota picks how each workspace's disk and inode quota (Spec.DiskBytes,
+	// Spec.Inodes) is enforced: QuotaAuto (detect at New and log the
+	// choice), QuotaLoop (New fails when it cannot work) or QuotaWatchdog.
+	Quota QuotaMode
+	// QuotaInterval is how often the watchdog measures a running sandbox's
+	// workspace; 0 means DefaultQuotaInterval.
+	QuotaInterval time.Duration
+	// MinFreeBytes is the floor of free space on DataDir's filesystem under
+	// which Create refuses a sandbox (executor.ErrNoSpace); 0 means
+	// DefaultMinFreeBytes, negative turns the check off.
+	MinFreeBytes int64
 	// DryRun makes the reconciler and the retention sweep log what they
 	// would remove without removing it.
 	DryRun bool
@@ -149,6 +160,13 @@ func (o Options) withDefaults() (Options, error) {
 	setDuration(&o.StopGrace, DefaultStopGrace)
 	setDuration(&o.CallTimeout, DefaultCallTimeout)
 	setDuration(&o.ExecTimeout, DefaultExecTimeout)
+	setDuration(&o.QuotaInterval, DefaultQuotaInterval)
+	if o.QuotaInterval < 0 {
+		return o, fmt.Errorf("docker executor: Options.QuotaInterval %v is negative: %w", o.QuotaInterval, executor.ErrInvalid)
+	}
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = DefaultMinFreeBytes
+	}
 	if o.ModelPort == 0 {
 		o.ModelPort = DefaultModelPort
 	}

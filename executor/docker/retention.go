@@ -30,15 +30,18 @@ type retention struct {
 	now    func() time.Time
 	// tryLease takes the chat's in-process lease without waiting.
 	tryLease func(user, chat string) (func(), bool)
+	// dropQuota unmounts and removes the chat's quota image, if any.
+	dropQuota func(user, chat string) error
 }
 
 func (e *Executor) newRetention() *retention {
 	return &retention{
-		logger: e.logger.Named("retention"),
-		dryRun: e.o.DryRun,
-		keep:   e.o.Retention,
-		root:   e.root,
-		now:    time.Now,
+		logger:    e.logger.Named("retention"),
+		dryRun:    e.o.DryRun,
+		keep:      e.o.Retention,
+		root:      e.root,
+		now:       time.Now,
+		dropQuota: e.quota.drop,
 		tryLease: func(user, chat string) (func(), bool) {
 			release, err := e.leases.acquire(context.Background(), user+"/"+chat, 0)
 			return release, err == nil
@@ -139,6 +142,10 @@ func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) 
 		log.Info("would remove unused workspace (dry run)")
 		return "", nil
 	}
+	if err := r.dropQuotaOf(user, chat); err != nil {
+		log.Warn("cannot remove the workspace's quota image", "error", err)
+		return "", fmt.Errorf("retention: %s: %w", dir, err)
+	}
 	if err := r.root.RemoveAll(dir); err != nil {
 		log.Warn("cannot remove unused workspace", "error", err)
 		return "", fmt.Errorf("retention: remove %s: %w", dir, err)
@@ -179,6 +186,14 @@ func (r *retention) removeLegacyLock(user, chat string) {
 	if err := r.root.Remove(name); err != nil {
 		r.logger.Warn("cannot remove a legacy lock file", "file", name, "error", err)
 	}
+}
+
+// dropQuotaOf calls dropQuota when set.
+func (r *retention) dropQuotaOf(user, chat string) error {
+	if r.dropQuota == nil {
+		return nil
+	}
+	return r.dropQuota(user, chat)
 }
 
 // lastUse is the chat's last release, or the workspace's mtime when it was

@@ -26,6 +26,7 @@ type Sandbox struct {
 	sandboxID string // our id: container name suffix, host dir name
 	hostDir   string
 	ws        *executor.Workspace
+	quota     quotaHandle // the workspace's disk and inode quota
 	plan      plan
 	logger    hclog.Logger
 
@@ -115,6 +116,9 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecRes
 	if cmd == nil || len(cmd.Args) == 0 || cmd.Args[0] == "" {
 		return executor.ExecResult{}, fmt.Errorf("exec: empty argv; set Cmd.Args[0] to the program: %w", executor.ErrInvalid)
 	}
+	if qerr := s.quotaErr(); qerr != nil {
+		return executor.ExecResult{}, fmt.Errorf("exec %q: %w", cmd.Args[0], qerr)
+	}
 	if s.closed.Load() || s.stopped.Load() {
 		return executor.ExecResult{}, fmt.Errorf("exec %q: sandbox %s: %w", cmd.Args[0], s.sandboxID, executor.ErrNotRunning)
 	}
@@ -156,6 +160,9 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecRes
 	}
 	s.logger.Debug("exec", "args", c.Args, "dir", c.Dir, "timeout", c.Timeout, "path", s.runner.path())
 	res, err := s.runner.run(ctx, &c)
+	if qerr := s.quotaErr(); qerr != nil {
+		return res, fmt.Errorf("exec %q: %w", c.Args[0], qerr)
+	}
 	if ctx.Err() == nil && !s.closed.Load() && !s.stopped.Load() && mayBeGone(res, err, s.helper == nil) {
 		settle := settleWeak
 		if err != nil {
@@ -234,6 +241,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		}
 		if err := s.e.removeHostDir(s.sandboxID); err != nil {
 			errs = append(errs, err)
+		}
+		if err := s.releaseQuota(); err != nil {
+			errs = append(errs, fmt.Errorf("release the workspace quota: %w", err))
 		}
 		s.e.forget(s)
 		s.release()

@@ -1,0 +1,304 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// QuotaMode names how the disk and inode quota of a workspace is enforced.
+type QuotaMode string
+
+// Quota modes (Options.Quota).
+const (
+	// QuotaAuto picks QuotaLoop when this host allows it, else
+	// QuotaWatchdog, and logs the choice once at start-up.
+	QuotaAuto QuotaMode = ""
+	// QuotaLoop gives each workspace its own ext4 filesystem image (sparse,
+	// outside the workspace, under {data}/quota), loop-mounted at the
+	// workspace path while a sandbox runs: the kernel answers ENOSPC inside
+	// the container at the quota. It needs root, mkfs.ext4/e2fsck/resize2fs
+	// and mount/losetup, loop devices, and the Docker daemon in the
+	// gateway's mount namespace.
+	QuotaLoop QuotaMode = "loop"
+	// QuotaWatchdog measures the workspace every Options.QuotaInterval while
+	// a sandbox runs and stops the sandbox when it is over quota; commands
+	// then fail with executor.ErrNoSpace. A fast writer can overshoot by what
+	// it writes in one interval.
+	QuotaWatchdog QuotaMode = "watchdog"
+)
+
+// Quota defaults and minimums. A Spec's zero DiskBytes and Inodes take the
+// defaults; negative values are refused, never "unlimited".
+const (
+	DefaultDiskBytes     = 2 << 30
+	DefaultInodes        = 200_000
+	MinDiskBytes         = 16 << 20
+	MinInodes            = 1000
+	DefaultMinFreeBytes  = 1 << 30
+	DefaultQuotaInterval = 2 * time.Second
+)
+
+// quotaDir is the host-only directory of workspace images under DataDir:
+// quota/{user}/chat-{chat}.img. No container mounts it.
+const quotaDir = "quota"
+
+// quotaEnforcer applies a workspace's quota for the life of one sandbox.
+type quotaEnforcer interface {
+	mode() QuotaMode
+	// attach enforces p's quota on the workspace at wsDir (the caller holds
+	// the chat's lease and flock). over is called at most once, from
+	// another goroutine, when a watchdog finds the workspace over quota.
+	attach(ctx context.Context, p plan, wsDir string, over func(error)) (quotaHandle, error)
+	// drop removes what the chat's quota left on the host (retention).
+	drop(user, chat string) error
+}
+
+// quotaHandle is one attached quota.
+type quotaHandle interface {
+	// err is the quota error that stopped the sandbox, or nil.
+	err() error
+	// release undoes attach; safe to call more than once.
+	release() error
+}
+
+// newQuota picks the enforcer for o.Quota and logs the choice once.
+func newQuota(o Options, root *os.Root, logger hclog.Logger) (quotaEnforcer, error) {
+	w := &watchdogQuota{interval: o.QuotaInterval, logger: logger}
+	switch o.Quota {
+	case QuotaWatchdog:
+		logger.Info("workspace quota: watchdog (forced by Options.Quota)", "interval", o.QuotaInterval)
+		return w, nil
+	case QuotaLoop, QuotaAuto:
+	default:
+		return nil, fmt.Errorf("docker executor: Options.Quota %q is not a quota mode; use \"\" (auto), %q or %q: %w", o.Quota, QuotaLoop, QuotaWatchdog, executor.ErrInvalid)
+	}
+	l := &loopQuota{dataDir: o.DataDir, root: root, logger: logger}
+	if err := l.probe(); err != nil {
+		if o.Quota == QuotaLoop {
+			return nil, fmt.Errorf("docker executor: Options.Quota is %q but loop-mounted workspace images do not work here; %w; or leave Options.Quota empty for the watchdog: %w", QuotaLoop, err, executor.ErrInvalid)
+		}
+		logger.Info("workspace quota: watchdog (loop-mounted images unavailable)", "reason", err.Error(), "interval", o.QuotaInterval)
+		return w, nil
+	}
+	logger.Info("workspace quota: loop-mounted ext4 image per workspace", "images", filepath.Join(o.DataDir, quotaDir))
+	return l, nil
+}
+
+// checkFreeSpace refuses a sandbox when the data directory's filesystem
+// has less than floor bytes free (floor < 0: no check).
+func checkFreeSpace(dataDir string, floor int64) error {
+	if floor < 0 {
+		return nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dataDir, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", dataDir, err)
+	}
+	free := int64(st.Bavail) * st.Bsize //nolint:gosec // block counts fit int64
+	if free < floor {
+		return fmt.Errorf("the data directory %s has %s free, under the floor of %s; free disk space there or lower Options.MinFreeBytes: %w",
+			dataDir, formatBytes(free), formatBytes(floor), executor.ErrNoSpace)
+	}
+	return nil
+}
+
+// quotaError is the error of a workspace over its quota.
+func quotaError(what string, used, limit int64) error {
+	if what == "inodes" {
+		return fmt.Errorf("the workspace passed its quota of %d files and directories (it has at least %d); delete files or raise sandbox.max_inodes: %w", limit, used, executor.ErrNoSpace)
+	}
+	return fmt.Errorf("the workspace passed its disk quota of %s (it uses at least %s); free space or raise sandbox.max_disk: %w", formatBytes(limit), formatBytes(used), executor.ErrNoSpace)
+}
+
+// formatBytes renders n in the largest binary unit that divides it
+// to one decimal ("2.0 GiB").
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// watchdogQuota measures the workspace periodically.
+type watchdogQuota struct {
+	interval time.Duration
+	logger   hclog.Logger
+}
+
+func (w *watchdogQuota) mode() QuotaMode { return QuotaWatchdog }
+
+func (w *watchdogQuota) drop(string, string) error { return nil }
+
+func (w *watchdogQuota) attach(_ context.Context, p plan, wsDir string, over func(error)) (quotaHandle, error) {
+	if err := checkUsage(wsDir, p.disk, p.inodes); err != nil {
+		return nil, err
+	}
+	h := &watchdogHandle{stop: make(chan struct{})}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		t := time.NewTicker(w.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+			err := checkUsage(wsDir, p.disk, p.inodes)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, executor.ErrNoSpace) {
+				w.logger.Warn("cannot measure the workspace", "dir", wsDir, "error", err)
+				continue
+			}
+			h.mu.Lock()
+			h.quotaErr = err
+			h.mu.Unlock()
+			w.logger.Warn("workspace over quota; stopping the sandbox", "dir", wsDir, "error", err)
+			over(err)
+			return
+		}
+	}()
+	return h, nil
+}
+
+// checkUsage measures wsDir and returns a quota error when it is over.
+func checkUsage(wsDir string, disk, inodes int64) error {
+	b, n, err := measure(wsDir, disk, inodes)
+	switch {
+	case n > inodes:
+		return quotaError("inodes", n, inodes)
+	case b > disk:
+		return quotaError("bytes", b, disk)
+	}
+	return err
+}
+
+// measure sums the allocated bytes and counts the entries under dir
+// without following symlinks (through os.Root). It stops as soon as either
+// passes its limit, so a flood costs at most limit+1 lstat calls.
+func measure(dir string, maxBytes, maxInodes int64) (bytes, inodes int64, err error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = root.Close() }()
+	stack := []string{"."}
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		f, err := root.Open(d)
+		if err != nil {
+			continue // removed meanwhile, or replaced by a symlink
+		}
+		for {
+			ents, rerr := f.ReadDir(256)
+			for _, ent := range ents {
+				name := filepath.Join(d, ent.Name())
+				fi, err := root.Lstat(name)
+				if err != nil {
+					continue
+				}
+				inodes++
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					bytes += st.Blocks * 512
+				} else {
+					bytes += fi.Size()
+				}
+				if inodes > maxInodes || bytes > maxBytes {
+					_ = f.Close()
+					return bytes, inodes, nil
+				}
+				if fi.IsDir() {
+					stack = append(stack, name)
+				}
+			}
+			if rerr != nil || len(ents) == 0 {
+				break
+			}
+		}
+		_ = f.Close()
+	}
+	return bytes, inodes, nil
+}
+
+type watchdogHandle struct {
+	stop     chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	quotaErr error
+}
+
+func (h *watchdogHandle) err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.quotaErr
+}
+
+func (h *watchdogHandle) release() error {
+	h.once.Do(func() { close(h.stop) })
+	h.wg.Wait()
+	return nil
+}
+
+// errNotRoot is why loop images need root.
+var errNotRoot = errors.New("the gateway does not run as root (mount and losetup need it)")
+
+// quotaLimits validates the Spec's quota and fills in the defaults.
+func quotaLimits(spec executor.Spec) (disk, inodes int64, err error) {
+	disk, inodes = spec.DiskBytes, spec.Inodes
+	if disk == 0 {
+		disk = DefaultDiskBytes
+	}
+	if inodes == 0 {
+		// One per 8 KiB on small disks: inode tables are space too.
+		inodes = max(min(DefaultInodes, disk/8192), MinInodes)
+	}
+	if disk < MinDiskBytes {
+		return 0, 0, fmt.Errorf("spec: DiskBytes %d is below the minimum of %s (negative is not unlimited): %w", spec.DiskBytes, formatBytes(MinDiskBytes), executor.ErrInvalid)
+	}
+	if inodes < MinInodes {
+		return 0, 0, fmt.Errorf("spec: Inodes %d is below the minimum of %d (negative is not unlimited): %w", spec.Inodes, MinInodes, executor.ErrInvalid)
+	}
+	// ext4 cannot hold more than one inode per KiB of its size.
+	if inodes > disk/1024 {
+		return 0, 0, fmt.Errorf("spec: Inodes %d is more than one per KiB of DiskBytes %d; lower it or raise DiskBytes: %w", inodes, disk, executor.ErrInvalid)
+	}
+	return disk, inodes, nil
+}
+
+// quotaErr is the quota error that stopped s, or nil.
+func (s *Sandbox) quotaErr() error {
+	if s.quota == nil {
+		return nil
+	}
+	return s.quota.err()
+}
+
+// releaseQuota undoes the quota's attach (unmounts the image), after the
+// container is gone.
+func (s *Sandbox) releaseQuota() error {
+	if s.quota == nil {
+		return nil
+	}
+	return s.quota.release()
+}
