@@ -165,6 +165,8 @@ func (r *run) agentError(perr error, out execOutcome) *Error {
 		return Errorf(KindTimeout, perr, "the agent passed its time limit")
 	case errors.Is(perr, jsonl.ErrStalled), errors.Is(out.err, jsonl.ErrStalled):
 		return Errorf(KindTimeout, perr, "the agent stopped producing output and was stopped")
+	case errors.Is(out.err, executor.ErrNoSpace), errors.Is(perr, executor.ErrNoSpace):
+		return Errorf(KindAgent, perr, "the agent filled the workspace past its disk or inode quota and was stopped; delete files in the workspace or raise sandbox.max_disk / max_inodes")
 	case errors.Is(out.err, executor.ErrSandboxGone), errors.Is(perr, executor.ErrSandboxGone):
 		return Errorf(KindSandboxGone, perr, "the sandbox's container went away during the run (removed, killed, or the container runtime restarted); the workspace is kept: send the request again")
 	case errors.Is(out.err, executor.ErrOutputTooLarge):

@@ -247,6 +247,10 @@ func TestErrorsAreTyped(t *testing.T) {
 		"output too large": {script: scripted.Script{Err: executor.ErrOutputTooLarge, Exit: -1}, kind: middleware.KindAgent, msg: "more output", ran: true},
 		"container went away": {script: scripted.Script{Err: fmt.Errorf("exec: %w", executor.ErrSandboxGone), Exit: -1},
 			kind: middleware.KindSandboxGone, msg: "container went away during the run", ran: true},
+		"workspace over quota": {script: scripted.Script{Err: fmt.Errorf("exec: %w", executor.ErrNoSpace), Exit: -1},
+			kind: middleware.KindAgent, msg: "past its disk or inode quota", ran: true},
+		"no space to start": {opts: []envOption{withCreateErr(fmt.Errorf("docker: %w", executor.ErrNoSpace))},
+			kind: middleware.KindSandboxStart, msg: "over its disk or inode quota"},
 		"runtime does not answer": {opts: []envOption{withCreateErr(fmt.Errorf("docker: %w", executor.ErrUnavailable))},
 			kind: middleware.KindUnavailable, msg: "container runtime does not answer"},
 	}

@@ -278,6 +278,8 @@ func (r *run) start(ctx context.Context) error {
 		switch {
 		case errors.Is(err, executor.ErrBusy):
 			return Errorf(KindBusy, err, "the chat %q is busy with another request (possibly on another gateway instance); wait for it to finish and send again", r.req.ChatID)
+		case errors.Is(err, executor.ErrNoSpace):
+			return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox cannot start: its workspace is over its disk or inode quota, or the gateway's disk is nearly full; delete files in the workspace or raise sandbox.max_disk / max_inodes (operators: free disk space)"))
 		case errors.Is(err, executor.ErrUnavailable):
 			return r.failure(ctx, err, Errorf(KindUnavailable, err, "the gateway's container runtime does not answer, so no sandbox can start; send the request again later (operators: start dockerd)"))
 		case errors.Is(err, executor.ErrInvalid):
