@@ -52,13 +52,14 @@
 // because the kernel shows a bind mount's path within its filesystem.
 //
 // Each workspace has a disk and inode quota (Spec.DiskBytes, Spec.Inodes).
-// Where the host allows it (root, e2fsprogs, loop devices, dockerd in the
-// gateway's mount namespace) the workspace is its own sparse ext4 image
-// under {data}/quota, loop-mounted at the workspace path by the chat's
-// first Create and kept mounted until retention or Close, so the kernel
-// answers ENOSPC inside the container; else a watchdog measures the
-// workspace every Options.QuotaInterval and stops a sandbox over quota
-// (executor.ErrNoSpace). New logs which one it picked. Create refuses a
+// By default a watchdog measures the workspace every Options.QuotaInterval
+// and stops a sandbox over quota (executor.ErrNoSpace). With Options.Quota
+// QuotaLoop (root, e2fsprogs, loop devices, dockerd in the gateway's mount
+// namespace) the workspace is its own sparse ext4 image under {data}/quota,
+// loop-mounted at the workspace path by the chat's first Create and kept
+// mounted until retention or Close, so the kernel answers ENOSPC inside the
+// container; its files are then visible at the workspace path only while
+// mounted. New logs which one it uses. Create refuses a
 // sandbox when the data directory's free space is under
 // Options.MinFreeBytes.
 //

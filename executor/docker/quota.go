@@ -20,8 +20,11 @@ type QuotaMode string
 
 // Quota modes (Options.Quota).
 const (
-	// QuotaAuto picks QuotaLoop when this host allows it, else
-	// QuotaWatchdog, and logs the choice once at start-up.
+	// QuotaAuto is the default: QuotaWatchdog. Loop images are opt-in
+	// because the workspace's files then live inside its image: once no
+	// gateway has it mounted (after Close, after a host reboot), the
+	// workspace path on the host is an empty directory to anyone reading
+	// workspaces there (backups, the gateway's own tools, the demo).
 	QuotaAuto QuotaMode = ""
 	// QuotaLoop gives each workspace its own ext4 filesystem image (sparse,
 	// outside the workspace, under {data}/quota), loop-mounted at the
@@ -75,20 +78,16 @@ type quotaHandle interface {
 func newQuota(o Options, root *os.Root, logger hclog.Logger) (quotaEnforcer, error) {
 	w := &watchdogQuota{interval: o.QuotaInterval, logger: logger}
 	switch o.Quota {
-	case QuotaWatchdog:
-		logger.Info("workspace quota: watchdog (forced by Options.Quota)", "interval", o.QuotaInterval)
+	case QuotaWatchdog, QuotaAuto:
+		logger.Info("workspace quota: watchdog (set Options.Quota to \"loop\" for a kernel-enforced image per workspace)", "interval", o.QuotaInterval)
 		return w, nil
-	case QuotaLoop, QuotaAuto:
+	case QuotaLoop:
 	default:
 		return nil, fmt.Errorf("docker executor: Options.Quota %q is not a quota mode; use \"\" (auto), %q or %q: %w", o.Quota, QuotaLoop, QuotaWatchdog, executor.ErrInvalid)
 	}
 	l := &loopQuota{dataDir: o.DataDir, root: root, logger: logger}
 	if err := l.probe(); err != nil {
-		if o.Quota == QuotaLoop {
-			return nil, fmt.Errorf("docker executor: Options.Quota is %q but loop-mounted workspace images do not work here; %w; or leave Options.Quota empty for the watchdog: %w", QuotaLoop, err, executor.ErrInvalid)
-		}
-		logger.Info("workspace quota: watchdog (loop-mounted images unavailable)", "reason", err.Error(), "interval", o.QuotaInterval)
-		return w, nil
+		return nil, fmt.Errorf("docker executor: Options.Quota is %q but loop-mounted workspace images do not work here; %w; or leave Options.Quota empty for the watchdog: %w", QuotaLoop, err, executor.ErrInvalid)
 	}
 	logger.Info("workspace quota: loop-mounted ext4 image per workspace", "images", filepath.Join(o.DataDir, quotaDir))
 	return l, nil

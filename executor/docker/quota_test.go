@@ -258,7 +258,7 @@ func TestQuotaSurvivesCrash(t *testing.T) {
 // into its image on the first Create, and nothing stays underneath.
 func TestQuotaMigratesExistingWorkspace(t *testing.T) {
 	e := newLoopExecutor(t)
-	ws, err := executor.PrepareWorkspace(e.o.DataDir, "u1", "old", 1000, 1000)
+	ws, err := executor.PrepareWorkspace(e.o.DataDir, "u1", "old", DefaultUID, DefaultGID)
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, "src"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "src", "main.go"), []byte("package main\n"), 0o644))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/internal/hostile"
 	"github.com/agentbox/agentbox/middleware"
 )
@@ -35,7 +36,7 @@ func TestAttackDiskAndInodeFlood(t *testing.T) {
 	const disk, inodes = 64 << 20, 4000
 	env := hostile.New(t, hostile.Options{Assistants: []hostile.Assistant{{
 		Configure: func(a *middleware.Assistant) { a.Sandbox.Spec.DiskBytes, a.Sandbox.Spec.Inodes = disk, inodes },
-	}}})
+	}}, Executor: func(o *docker.Options) { o.Quota = docker.QuotaLoop }})
 	const chat = "flood"
 	img := filepath.Join(env.DataDir, "quota", hostile.DefaultUser, "chat-"+chat+".img")
 
