@@ -117,8 +117,11 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	}()
 
 	// The queue's deadline counts from arrival: the lease wait is part of
-	// the wait, not on top of it.
-	deadline := start.Add(o.opts.Admission.withDefaults().MaxWait)
+	// the wait, not on top of it. It is used only with admission on.
+	var deadline time.Time
+	if o.adm != nil {
+		deadline = start.Add(o.adm.cfg.MaxWait)
+	}
 	r.enter("lease")
 	release, err := r.lease(ctx, deadline)
 	if err != nil {
