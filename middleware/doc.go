@@ -39,6 +39,29 @@
 // ProxyRouter is the ModelRouter for sandboxes with the in-container helper
 // (a per-run model proxy that keeps the connector's key on the host).
 //
+// Telemetry: the Orchestrator records OpenTelemetry metrics and spans
+// through Options.MeterProvider and Options.TracerProvider (the global
+// providers when nil). Every metric carries agentbox.assistant.
+//
+//	agentbox.requests        counter   requests by agentbox.outcome ("ok" or the error kind) and agentbox.phase reached
+//	agentbox.refusals        counter   requests refused before an agent ran, by agentbox.reason
+//	agentbox.phase.duration  histogram seconds per agentbox.phase (lease, queue, container_start, workspace,
+//	                                   create_hook, agent, next_hook, teardown, total)
+//	agentbox.tokens          counter   metered tokens by agentbox.kind (input, output, cache_read, cache_creation)
+//	agentbox.tool_calls      counter   the agents' tool calls by agentbox.tool
+//	agentbox.budget_stops    counter   requests whose model traffic a budget stopped, by agentbox.budget (calls, tokens, wall)
+//	agentbox.queue.length    gauge     requests waiting for a run slot
+//	agentbox.sandboxes.live  gauge     sandboxes created and not yet removed
+//
+// Spans: agentbox.request (attributes agentbox.assistant, agentbox.user,
+// agentbox.chat; agentbox.outcome, agentbox.phase and agentbox.budget_stop
+// when it ends) with a child per phase (agentbox.lease, agentbox.queue,
+// agentbox.container_start, agentbox.workspace, agentbox.create_hook,
+// agentbox.agent, agentbox.next_hook, agentbox.teardown), per tool call
+// (agentbox.tool_call, from tool use to result) and, with the ProxyRouter,
+// per upstream model call (agentbox.model_call, with the model and the
+// HTTP status; no trace context is sent upstream).
+//
 // Concurrency: an Orchestrator and the Handlers it returns are safe for
 // concurrent use by any number of requests; per-request state lives in the
 // call. Emit is never called from two goroutines at once. Close may be

@@ -89,6 +89,7 @@ type fakeRouter struct {
 	usage   executor.Usage
 	openErr error
 	closed  int
+	stop    string // the budget its routes report as stopping them
 }
 
 func (m *fakeRouter) Open(_ context.Context, sb executor.Sandbox, a *middleware.Assistant) (middleware.ModelRoute, error) {
@@ -111,6 +112,7 @@ func (r *fakeRoute) BaseURL() string       { return "http://127.0.0.1:7000" }
 func (r *fakeRoute) Token() string         { return "per-request-token" }
 func (r *fakeRoute) Usage() executor.Usage { return r.m.usage }
 func (r *fakeRoute) Close() error          { r.m.tr.add("route.close"); return nil }
+func (r *fakeRoute) BudgetStop() string    { return r.m.stop }
 
 // env is an Orchestrator over fakes, with one sandboxed assistant "coder"
 // and one plain assistant "qa".

@@ -17,6 +17,11 @@ import (
 	"github.com/agentbox/agentbox/executor/modelproxy"
 	"github.com/agentbox/agentbox/executor/modelproxy/anthropicopenai"
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of the per-request model budget (ProxyRouterOptions.Budget,
@@ -153,6 +158,8 @@ func (p *ProxyRouter) Open(ctx context.Context, sb executor.Sandbox, a *Assistan
 	if err != nil {
 		return nil, fmt.Errorf("middleware: model route of %q: %w", a.ID, err)
 	}
+	client = traced(ctx, client, attribute.String("agentbox.assistant", a.ID), attribute.String("agentbox.user", user),
+		attribute.String("agentbox.chat", chat), attribute.String("agentbox.model", a.Sandbox.Run.Model))
 	proxy, err := modelproxy.New(modelproxy.Options{
 		Upstream: a.Sandbox.Connector.Upstream, APIKey: a.Sandbox.Connector.Key, Token: tok,
 		MaxRequestBytes: p.opts.MaxRequestBytes, Budget: budget, Client: client,
@@ -191,6 +198,41 @@ func (p *ProxyRouter) client(a *Assistant, log hclog.Logger) (*http.Client, erro
 	out.Transport = t
 	return out, nil
 }
+
+// traced returns c with a span per upstream model call
+// ("agentbox.model_call", from the call's start to the end of its
+// response body), a child of the span in ctx (the request's) with attrs.
+// otelhttp does the HTTP side; no trace context is sent upstream and no
+// HTTP metrics are recorded (the gateway's own metrics cover the calls).
+// Without a span in ctx, c is returned as it is.
+func traced(ctx context.Context, c *http.Client, attrs ...attribute.KeyValue) *http.Client {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.SpanContext().IsValid() {
+		return c
+	}
+	out, base := &http.Client{}, http.DefaultTransport
+	if c != nil {
+		*out = *c
+		if c.Transport != nil {
+			base = c.Transport
+		}
+	}
+	t := otelhttp.NewTransport(base,
+		otelhttp.WithTracerProvider(parent.TracerProvider()),
+		otelhttp.WithMeterProvider(noop.NewMeterProvider()),
+		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator()),
+		otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return "agentbox.model_call" }),
+		otelhttp.WithSpanOptions(trace.WithAttributes(attrs...)))
+	out.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return t.RoundTrip(r.WithContext(trace.ContextWithSpan(r.Context(), parent)))
+	})
+	return out
+}
+
+// roundTripFunc is an http.RoundTripper in a func.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // sandboxUser parses Spec.User ("uid:gid"; "" is 100000:100000, the
 // executor's default, which is no host account), the owner the model
@@ -232,6 +274,10 @@ type proxyRoute struct {
 func (r *proxyRoute) BaseURL() string       { return r.base }
 func (r *proxyRoute) Token() string         { return r.token }
 func (r *proxyRoute) Usage() executor.Usage { return r.proxy.Usage() }
+
+// BudgetStop names the budget that stopped a model call of the run
+// (modelproxy.BudgetCalls, BudgetTokens or BudgetWall), or "".
+func (r *proxyRoute) BudgetStop() string { return r.proxy.BudgetStop() }
 
 // Close stops the proxy and its listener (Serve may not have taken it yet).
 func (r *proxyRoute) Close() error {

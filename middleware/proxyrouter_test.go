@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
@@ -141,15 +143,16 @@ func TestProxyRouterBudgetLoop(t *testing.T) {
 		maxTurns any
 		want     int    // calls that must get through
 		naming   string // what the refusal names
+		stop     string // the budget the route reports
 	}{
-		"default from max_turns 2":    {maxTurns: 2, want: 4*2 + 10, naming: "model calls"},
-		"default from runner default": {want: 4*50 + 10, naming: "model calls"},
-		"gateway calls":               {router: middleware.ProxyRouterOptions{Budget: modelproxy.Budget{MaxRequests: 5}}, maxTurns: 2, want: 5, naming: "model calls"},
+		"default from max_turns 2":    {maxTurns: 2, want: 4*2 + 10, naming: "model calls", stop: modelproxy.BudgetCalls},
+		"default from runner default": {want: 4*50 + 10, naming: "model calls", stop: modelproxy.BudgetCalls},
+		"gateway calls":               {router: middleware.ProxyRouterOptions{Budget: modelproxy.Budget{MaxRequests: 5}}, maxTurns: 2, want: 5, naming: "model calls", stop: modelproxy.BudgetCalls},
 		"assistant calls beat gateway": {router: middleware.ProxyRouterOptions{Budget: modelproxy.Budget{MaxRequests: 5}},
-			budget: modelproxy.Budget{MaxRequests: 3}, want: 3, naming: "model calls"},
-		"assistant tokens":    {budget: modelproxy.Budget{MaxTokens: 30}, want: 3, naming: "tokens used"},
-		"assistant wall time": {budget: modelproxy.Budget{MaxDuration: time.Nanosecond}, want: 0, naming: "wall time"},
-		"gateway tokens":      {router: middleware.ProxyRouterOptions{Budget: modelproxy.Budget{MaxTokens: 14}}, want: 2, naming: "tokens used"},
+			budget: modelproxy.Budget{MaxRequests: 3}, want: 3, naming: "model calls", stop: modelproxy.BudgetCalls},
+		"assistant tokens":    {budget: modelproxy.Budget{MaxTokens: 30}, want: 3, naming: "tokens used", stop: modelproxy.BudgetTokens},
+		"assistant wall time": {budget: modelproxy.Budget{MaxDuration: time.Nanosecond}, want: 0, naming: "wall time", stop: modelproxy.BudgetWall},
+		"gateway tokens":      {router: middleware.ProxyRouterOptions{Budget: modelproxy.Budget{MaxTokens: 14}}, want: 2, naming: "tokens used", stop: modelproxy.BudgetTokens},
 	} {
 		t.Run(name, func(t *testing.T) {
 			mu.Lock()
@@ -188,6 +191,7 @@ func TestProxyRouterBudgetLoop(t *testing.T) {
 			assert.Equal(t, http.StatusForbidden, status)
 			assert.Contains(t, msg, "budget exceeded")
 			assert.Contains(t, msg, tc.naming)
+			assert.Equal(t, tc.stop, route.(interface{ BudgetStop() string }).BudgetStop(), "the route names the budget that stopped it")
 			assert.Equal(t, executor.Usage{InputTokens: int64(11 * ok), OutputTokens: int64(2 * ok)}, route.Usage(), "usage is what was metered")
 			mu.Lock()
 			defer mu.Unlock()
@@ -230,4 +234,64 @@ func TestProxyRouterRefusalIsLogged(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Empty(t, *models)
+}
+
+// TestProxyRouterModelCallSpans: each upstream model call is a span
+// agentbox.model_call, a child of the request's span with the assistant
+// and model, and no trace context reaches the upstream.
+func TestProxyRouterModelCallSpans(t *testing.T) {
+	var mu sync.Mutex
+	var traceHeaders []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		traceHeaders = append(traceHeaders, r.Header.Get("Traceparent")+r.Header.Get("Tracestate")+r.Header.Get("Baggage"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"type":"message","usage":{"input_tokens":11,"output_tokens":2}}`)
+	}))
+	t.Cleanup(up.Close)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "agentbox.request")
+
+	a := &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{
+		Spec: executor.Spec{User: fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()), Timeout: time.Minute},
+		Run:  executor.RunRequest{Model: "claude-sonnet-4-6"}, Connector: middleware.Connector{Upstream: up.URL, Key: "sk-real"}}}
+	sb := &relaySandbox{executortest.NewSandbox(t), t.TempDir(), "http://127.0.0.1:7000"}
+	route, err := middleware.NewProxyRouter(middleware.ProxyRouterOptions{}).Open(ctx, sb, a)
+	require.NoError(t, err)
+	c := routeClient(sb)
+	for range 2 {
+		req, err := http.NewRequest(http.MethodPost, "http://model/v1/messages", strings.NewReader(`{"model":"m","max_tokens":5,"messages":[]}`))
+		require.NoError(t, err)
+		req.Header.Set("x-api-key", route.Token())
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	require.NoError(t, route.Close())
+	parent.End()
+
+	var calls []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "agentbox.model_call" {
+			calls = append(calls, s)
+		}
+	}
+	require.Len(t, calls, 2, "one span per upstream call")
+	for _, s := range calls {
+		assert.Equal(t, parent.SpanContext().SpanID(), s.Parent().SpanID(), "a child of the request's span")
+		attrs := map[string]string{}
+		for _, kv := range s.Attributes() {
+			attrs[string(kv.Key)] = kv.Value.String()
+		}
+		assert.Equal(t, "coder", attrs["agentbox.assistant"])
+		assert.Equal(t, "claude-sonnet-4-6", attrs["agentbox.model"])
+		assert.Equal(t, "200", attrs["http.response.status_code"])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"", ""}, traceHeaders, "no trace context is sent upstream")
 }

@@ -28,6 +28,7 @@ type telemetry struct {
 	phases   metric.Float64Histogram
 	tokens   metric.Int64Counter
 	tools    metric.Int64Counter
+	budgets  metric.Int64Counter
 	live     atomic.Int64 // sandboxes created and not yet removed
 }
 
@@ -60,6 +61,8 @@ func newTelemetry(o *Orchestrator) (*telemetry, error) {
 	add(err)
 	t.tools, err = m.Int64Counter("agentbox.tool_calls", metric.WithDescription("Tool calls by the agents, by assistant and tool."))
 	add(err)
+	t.budgets, err = m.Int64Counter("agentbox.budget_stops", metric.WithDescription("Sandboxed requests whose model traffic a budget stopped, by assistant and budget (calls, tokens, wall)."))
+	add(err)
 	queue, err := m.Int64ObservableGauge("agentbox.queue.length", metric.WithDescription("Requests waiting for a run slot of the admission control."))
 	add(err)
 	live, err := m.Int64ObservableGauge("agentbox.sandboxes.live", metric.WithDescription("Sandboxes created by this gateway and not yet removed."))
@@ -74,6 +77,10 @@ func newTelemetry(o *Orchestrator) (*telemetry, error) {
 	}, queue, live)
 	return t, err
 }
+
+// budgetStopper is a ModelRoute that says which budget stopped its
+// model traffic (the ProxyRouter's routes).
+type budgetStopper interface{ BudgetStop() string }
 
 // trace is a request's spans: the request's own, the current phase's and
 // the tool calls in flight.
@@ -161,6 +168,12 @@ func (r *run) record(resp *Response, err error) {
 			if n > 0 {
 				r.o.tel.tokens.Add(ctx, n, metric.WithAttributes(base, attribute.String("agentbox.kind", kind)))
 			}
+		}
+	}
+	if bs, ok := r.route.(budgetStopper); ok {
+		if b := bs.BudgetStop(); b != "" {
+			r.o.tel.budgets.Add(ctx, 1, metric.WithAttributes(base, attribute.String("agentbox.budget", b)))
+			r.tr.req.SetAttributes(attribute.String("agentbox.budget_stop", b))
 		}
 	}
 	r.emitMu.Lock()

@@ -71,8 +71,8 @@ func metricValue(t *testing.T, text, name string, labels ...string) float64 {
 
 // TestTelemetry: after a demo request, /metrics shows the request, its
 // phases, tokens and tool calls, and the trace reaches an OTLP collector
-// with a span per phase, hook and tool call carrying user, chat and
-// assistant.
+// with a span per phase, hook, tool call and model call carrying user,
+// chat and assistant.
 func TestTelemetry(t *testing.T) {
 	col := &collector{spans: map[string][]map[string]string{}}
 	cs := httptest.NewServer(col)
@@ -111,4 +111,11 @@ func TestTelemetry(t *testing.T) {
 	assert.Equal(t, "telemetry", req["agentbox.chat"])
 	assert.Equal(t, "ok", req["agentbox.outcome"])
 	assert.Len(t, col.spans["agentbox.tool_call"], 2, "Write and Bash")
+	calls := col.spans["agentbox.model_call"]
+	assert.Len(t, calls, len(g.Model.Requests()), "a span per call the upstream saw")
+	for _, c := range calls {
+		assert.Equal(t, "coder", c["agentbox.assistant"])
+		assert.Equal(t, demoUser, c["agentbox.user"])
+		assert.Equal(t, "telemetry", c["agentbox.chat"])
+	}
 }

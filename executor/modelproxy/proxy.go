@@ -116,6 +116,7 @@ type Proxy struct {
 
 	mu       sync.Mutex
 	requests int
+	stopped  string // the budget that first refused a call
 	usage    executor.Usage
 	calls    []Call
 	srv      *http.Server
@@ -255,14 +256,52 @@ func (p *Proxy) reserve(now time.Time) error {
 	b := p.opts.Budget
 	switch {
 	case !p.deadline.IsZero() && !now.Before(p.deadline):
+		p.stoppedBy(BudgetWall)
 		return fmt.Errorf("%w: the request's wall time of %s is used up", ErrBudgetExceeded, b.MaxDuration)
 	case b.MaxRequests > 0 && p.requests >= b.MaxRequests:
+		p.stoppedBy(BudgetCalls)
 		return fmt.Errorf("%w: %d of %d model calls made", ErrBudgetExceeded, p.requests, b.MaxRequests)
 	case b.MaxTokens > 0 && totalTokens(p.usage) >= b.MaxTokens:
+		p.stoppedBy(BudgetTokens)
 		return fmt.Errorf("%w: %d of %d tokens used", ErrBudgetExceeded, totalTokens(p.usage), b.MaxTokens)
 	}
 	p.requests++
 	return nil
+}
+
+// The budgets BudgetStop names.
+const (
+	BudgetCalls  = "calls"
+	BudgetTokens = "tokens"
+	BudgetWall   = "wall"
+)
+
+// stoppedBy records that budget refused a call, unless one already did;
+// p.mu is held.
+func (p *Proxy) stoppedBy(budget string) {
+	if p.stopped == "" {
+		p.stopped = budget
+	}
+}
+
+// wallSpent records a call cut or refused because the wall time ran out
+// (not because the proxy was closed) and reports whether it was.
+func (p *Proxy) wallSpent() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.deadline.IsZero() || time.Now().Before(p.deadline) {
+		return false
+	}
+	p.stoppedBy(BudgetWall)
+	return true
+}
+
+// BudgetStop names the budget (BudgetCalls, BudgetTokens or BudgetWall)
+// that first refused or cut a call of this proxy, or "" when none did.
+func (p *Proxy) BudgetStop() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopped
 }
 
 func totalTokens(u executor.Usage) int64 {
@@ -358,7 +397,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		call.Status, call.Error, call.Duration = http.StatusBadGateway, scrub(err.Error(), p.opts.APIKey), time.Since(start)
 		p.record(call)
 		msg := "agentbox: the model host is unreachable: " + call.Error
-		if p.ctx.Err() != nil {
+		if p.ctx.Err() != nil && p.wallSpent() {
 			msg = "agentbox: " + ErrBudgetExceeded.Error() + ": the request's wall time is used up"
 		}
 		writeError(w, http.StatusBadGateway, "api_error", msg)
@@ -390,6 +429,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rerr != nil {
 			if !errors.Is(rerr, io.EOF) {
 				call.Error = "upstream stream cut: " + scrub(rerr.Error(), p.opts.APIKey)
+				if p.ctx.Err() != nil {
+					p.wallSpent()
+				}
 			}
 			break
 		}
@@ -404,6 +446,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // went away gets nothing).
 func (p *Proxy) waitEnded(w http.ResponseWriter, r *http.Request) {
 	if p.ctx.Err() != nil && r.Context().Err() == nil {
+		p.wallSpent()
 		p.refuse(w, r, p.budgetRefusal(fmt.Errorf("%w: the request's wall time is used up", ErrBudgetExceeded)))
 	}
 }
