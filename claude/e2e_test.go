@@ -108,7 +108,7 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *scriptedapi.Server, req e
 		Budget: modelproxy.Budget{MaxRequests: 50, MaxTokens: 10_000_000, MaxDuration: 3 * time.Minute},
 	})
 	require.NoError(t, err)
-	ln, err := helper.ListenHostSocket(sb.HostDir(), helper.ModelSocket, docker.DefaultUID, docker.DefaultGID)
+	ln, err := helper.ListenHostSocket(sb.HostDir(), helper.ModelSocket, executor.DefaultUID, executor.DefaultGID)
 	require.NoError(t, err)
 	go func() { _ = proxy.Serve(ln) }()
 	defer func() { _ = proxy.Close() }()

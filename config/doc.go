@@ -17,9 +17,9 @@
 // Assistant.SkillFiles (regular files only, bounded) for the runners and
 // the workspace. Connector keys are Secrets that print redacted.
 //
-// config imports only the standard library and the JSONC and YAML
-// libraries; SpecValues mirrors executor.Spec field by field instead of
-// importing it.
+// config imports the standard library, the JSONC and YAML libraries and
+// executor (a leaf of the standard library alone) for Spec and the one set
+// of defaults the backends share.
 //
 // Concurrency: loading is a pure function of the directory tree and
 // LoadOptions; it starts no goroutines. The loaded values are not mutated

@@ -7,24 +7,27 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/executor"
 )
 
 // Defaults of the sandbox options, applied by applyDefaults and listed in
-// REFERENCE.md.
+// REFERENCE.md. The container limits are executor's defaults (one source
+// for the config and every backend); the rest are the config's own.
 const (
-	DefaultMemoryBytes  int64   = 2 << 30
-	DefaultCPUs         float64 = 1
-	DefaultPidsLimit    int64   = 256
-	DefaultTimeout              = 10 * time.Minute
-	DefaultNetwork              = "none"
-	DefaultUser                 = "100000:100000"
-	DefaultPolicy               = PolicyRequest
-	DefaultIdleTTL              = 10 * time.Minute
-	DefaultHookTimeout          = 5 * time.Second
-	DefaultStallTimeout         = 5 * time.Minute
-	DefaultLeaseWait            = 30 * time.Second
-	DefaultDiskBytes    int64   = 2 << 30
-	DefaultInodes       int64   = 200_000
+	DefaultMemoryBytes  = executor.DefaultMemoryBytes
+	DefaultCPUs         = executor.DefaultCPUs
+	DefaultPidsLimit    = executor.DefaultPidsLimit
+	DefaultTimeout      = executor.DefaultTimeout
+	DefaultNetwork      = executor.DefaultNetwork
+	DefaultUser         = executor.DefaultUser
+	DefaultLeaseWait    = executor.DefaultLeaseWait
+	DefaultDiskBytes    = executor.DefaultDiskBytes
+	DefaultInodes       = executor.DefaultInodes
+	DefaultPolicy       = PolicyRequest
+	DefaultIdleTTL      = 10 * time.Minute
+	DefaultHookTimeout  = 5 * time.Second
+	DefaultStallTimeout = 5 * time.Minute
 )
 
 // Bounds of sandbox.budget. A budget is never unlimited; an unset key takes

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"time"
+
+	"github.com/agentbox/agentbox/executor"
 )
 
 // Sandbox is an assistant's effective sandbox options: what package.yao
@@ -72,27 +74,10 @@ func (b Budget) MarshalJSON() ([]byte, error) {
 	}{plain: plain(b), Wall: durationOrEmpty(b.Wall)})
 }
 
-// SpecValues are the container settings of a Sandbox. The field names and
-// types are those of executor.Spec, so a caller copies them one to one
-// (config does not import executor: see DESIGN.md's layering).
-type SpecValues struct {
-	Image       string
-	MemoryBytes int64
-	CPUs        float64
-	PidsLimit   int64
-	Timeout     time.Duration
-	Network     string
-	Runtime     string
-	User        string
-	ConfigHash  string
-	LeaseWait   time.Duration
-	DiskBytes   int64
-	Inodes      int64
-}
-
-// Spec returns the container settings for executor.Spec.
-func (s *Sandbox) Spec() SpecValues {
-	return SpecValues{
+// Spec returns the container settings for the executor; the request's
+// identity and Env are the caller's to fill.
+func (s *Sandbox) Spec() executor.Spec {
+	return executor.Spec{
 		Image:       s.Image,
 		MemoryBytes: s.MemoryBytes,
 		CPUs:        s.CPUs,

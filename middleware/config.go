@@ -93,14 +93,9 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 		return a, errors.Join(errs...)
 	}
 	sb := ca.Sandbox
-	v := sb.Spec()
 	s := &Sandbox{
-		Runner: sb.Command,
-		Spec: executor.Spec{
-			Image: v.Image, MemoryBytes: v.MemoryBytes, CPUs: v.CPUs, PidsLimit: v.PidsLimit, Timeout: v.Timeout,
-			Network: v.Network, Runtime: v.Runtime, User: v.User, ConfigHash: v.ConfigHash, LeaseWait: v.LeaseWait,
-			DiskBytes: v.DiskBytes, Inodes: v.Inodes,
-		},
+		Runner:       sb.Command,
+		Spec:         sb.Spec(),
 		StallTimeout: sb.StallTimeout,
 		Budget:       modelproxy.Budget{MaxRequests: sb.Budget.Calls, MaxTokens: sb.Budget.Tokens, MaxDuration: sb.Budget.Wall},
 		Run: executor.RunRequest{

@@ -90,7 +90,7 @@ type Orchestrator struct {
 	exec    executor.Executor
 	models  ModelRouter
 	memory  *hooks.ChatMemory
-	leases  *leases
+	leases  *executor.Leases
 	adm     *admission // nil: admission control is off
 	tel     *telemetry
 
@@ -117,7 +117,7 @@ var (
 // validates the catalog against the runners. When a step fails, what the
 // earlier steps opened is closed again before New returns the error.
 func New(ctx context.Context, opts Options) (*Orchestrator, error) {
-	o := &Orchestrator{opts: opts, leases: newLeases(), runs: make(map[uint64]context.CancelCauseFunc)}
+	o := &Orchestrator{opts: opts, leases: executor.NewLeases(), runs: make(map[uint64]context.CancelCauseFunc)}
 	if err := o.configure(); err != nil {
 		return nil, err
 	}

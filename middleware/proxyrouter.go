@@ -234,12 +234,11 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// sandboxUser parses Spec.User ("uid:gid"; "" is 100000:100000, the
-// executor's default, which is no host account), the owner the model
-// socket is given to.
+// sandboxUser parses Spec.User ("uid:gid"; "" is executor.DefaultUser,
+// which is no host account), the owner the model socket is given to.
 func sandboxUser(user string) (uid, gid int, err error) {
 	if user == "" {
-		return 100000, 100000, nil
+		return executor.DefaultUID, executor.DefaultGID, nil
 	}
 	u, g, _ := strings.Cut(user, ":")
 	if uid, err = strconv.Atoi(u); err == nil {

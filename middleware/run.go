@@ -224,13 +224,13 @@ func (r *run) lease(ctx context.Context, deadline time.Time) (func(), error) {
 	if r.o.adm != nil {
 		wait = min(wait, time.Until(deadline))
 	}
-	release, ok, err := r.o.leases.acquire(ctx, chatID{r.req.UserID, r.req.ChatID}, wait)
+	release, err := r.o.leases.Acquire(ctx, r.req.UserID+"/"+r.req.ChatID, wait)
 	r.t.Lease = time.Since(t0)
 	switch {
+	case errors.Is(err, executor.ErrBusy):
+		return nil, Errorf(KindBusy, executor.ErrBusy, "the chat %q is busy with another request; wait for it to finish and send again", r.req.ChatID)
 	case err != nil:
 		return nil, r.failure(ctx, err, AsError(err))
-	case !ok:
-		return nil, Errorf(KindBusy, executor.ErrBusy, "the chat %q is busy with another request; wait for it to finish and send again", r.req.ChatID)
 	}
 	return release, nil
 }

@@ -72,27 +72,27 @@ func newPlan(spec executor.Spec, o Options, now time.Time) (plan, error) {
 		return p, fmt.Errorf("spec: Image is empty and Options.Image has no default; name a sandbox image: %w", executor.ErrInvalid)
 	}
 	if spec.MemoryBytes == 0 {
-		spec.MemoryBytes = DefaultMemoryBytes
+		spec.MemoryBytes = executor.DefaultMemoryBytes
 	}
 	if spec.MemoryBytes < 6<<20 {
 		return p, fmt.Errorf("spec: MemoryBytes %d is below Docker's minimum of 6 MiB (negative means unlimited, which is not allowed): %w", spec.MemoryBytes, executor.ErrInvalid)
 	}
 	if spec.CPUs == 0 {
-		spec.CPUs = DefaultCPUs
+		spec.CPUs = executor.DefaultCPUs
 	}
 	if spec.CPUs < 0.01 || spec.CPUs > 1024 || math.IsNaN(spec.CPUs) {
 		return p, fmt.Errorf("spec: CPUs %v is out of range; give a core count between 0.01 and 1024: %w", spec.CPUs, executor.ErrInvalid)
 	}
 	switch {
 	case spec.PidsLimit == 0:
-		spec.PidsLimit = DefaultPidsLimit
+		spec.PidsLimit = executor.DefaultPidsLimit
 	case spec.PidsLimit < 0:
-		return p, fmt.Errorf("spec: PidsLimit %d would be unlimited; give a positive process cap such as %d: %w", spec.PidsLimit, DefaultPidsLimit, executor.ErrInvalid)
+		return p, fmt.Errorf("spec: PidsLimit %d would be unlimited; give a positive process cap such as %d: %w", spec.PidsLimit, executor.DefaultPidsLimit, executor.ErrInvalid)
 	case spec.PidsLimit < 8:
 		return p, fmt.Errorf("spec: PidsLimit %d leaves no room for init, the main process and a command; use at least 8: %w", spec.PidsLimit, executor.ErrInvalid)
 	}
 	if spec.Timeout == 0 {
-		spec.Timeout = DefaultSandboxTimeout
+		spec.Timeout = executor.DefaultTimeout
 	}
 	if spec.Timeout < time.Second {
 		return p, fmt.Errorf("spec: Timeout %v is shorter than a second (negative is not unlimited): %w", spec.Timeout, executor.ErrInvalid)
@@ -107,11 +107,11 @@ func newPlan(spec executor.Spec, o Options, now time.Time) (plan, error) {
 		return p, fmt.Errorf("spec: Runtime %q is not a runtime name (e.g. runsc): %w", spec.Runtime, executor.ErrInvalid)
 	}
 	if spec.User == "" {
-		spec.User = DefaultUser
+		spec.User = executor.DefaultUser
 	}
 	m := userRe.FindStringSubmatch(spec.User)
 	if m == nil {
-		return p, fmt.Errorf("spec: User %q is not numeric uid:gid (e.g. %q): %w", spec.User, DefaultUser, executor.ErrInvalid)
+		return p, fmt.Errorf("spec: User %q is not numeric uid:gid (e.g. %q): %w", spec.User, executor.DefaultUser, executor.ErrInvalid)
 	}
 	var err error
 	uid, err1 := strconv.Atoi(m[1])
@@ -120,7 +120,7 @@ func newPlan(spec executor.Spec, o Options, now time.Time) (plan, error) {
 		return p, fmt.Errorf("spec: User %q is out of range: %w", spec.User, executor.ErrInvalid)
 	}
 	if uid == 0 || gid == 0 {
-		return p, fmt.Errorf("spec: User %q is root; sandboxes run as a non-root user such as %q: %w", spec.User, DefaultUser, executor.ErrInvalid)
+		return p, fmt.Errorf("spec: User %q is root; sandboxes run as a non-root user such as %q: %w", spec.User, executor.DefaultUser, executor.ErrInvalid)
 	}
 	for _, kv := range spec.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {

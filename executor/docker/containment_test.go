@@ -31,7 +31,7 @@ func TestBaselineInspect(t *testing.T) {
 	assert.True(t, ins.State.Running)
 
 	cfg, hc := ins.Config, ins.HostConfig
-	assert.Equal(t, DefaultUser, cfg.User, "non-root user, no host account")
+	assert.Equal(t, executor.DefaultUser, cfg.User, "non-root user, no host account")
 	require.NotNil(t, hc.Init)
 	assert.True(t, *hc.Init, "init")
 	assert.Equal(t, []string{"ALL"}, []string(hc.CapDrop), "cap-drop ALL")
@@ -41,7 +41,7 @@ func TestBaselineInspect(t *testing.T) {
 	assert.Contains(t, hc.Tmpfs, "/tmp")
 	assert.Contains(t, hc.Tmpfs, DefaultHome)
 	assert.Contains(t, hc.Tmpfs["/tmp"], "size=")
-	assert.Contains(t, hc.Tmpfs[DefaultHome], "uid="+strings.Split(DefaultUser, ":")[0]+",")
+	assert.Contains(t, hc.Tmpfs[DefaultHome], "uid="+strings.Split(executor.DefaultUser, ":")[0]+",")
 	assert.Equal(t, spec.MemoryBytes, hc.Memory)
 	assert.Equal(t, hc.Memory, hc.MemorySwap, "memory == memory+swap: no swap")
 	require.NotNil(t, hc.PidsLimit)

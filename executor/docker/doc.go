@@ -43,7 +43,7 @@
 //
 // Host exposure: DataDir is kept 0700 (made so at start when the gateway
 // owns it, refused otherwise), host-made workspace directories are 0700 and
-// files 0600, and the sandbox runs as DefaultUser (uid 100000), which New
+// files 0600, and the sandbox runs as executor.DefaultUser (uid 100000), which New
 // checks against /etc/passwd and warns about when it is a host account;
 // files the agent makes keep its own umask but sit behind DataDir's 0700.
 // Inside the container, /proc/net/unix lists container paths only; the

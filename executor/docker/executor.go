@@ -27,7 +27,7 @@ type Executor struct {
 	o      Options
 	api    dockerAPI
 	logger hclog.Logger
-	leases *leases
+	leases *executor.Leases
 	root   *os.Root // DataDir
 	inst   *fileLock
 	quota  quotaEnforcer
@@ -102,7 +102,7 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		o:       o,
 		api:     api,
 		logger:  o.Logger.Named("docker").With("instance", o.InstanceID),
-		leases:  newLeases(),
+		leases:  executor.NewLeases(),
 		root:    root,
 		open:    map[string]*Sandbox{},
 		pending: map[string]bool{},
@@ -137,7 +137,7 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 			e.logger.Warn("workspace retention sweep failed", "error", err)
 		}
 	})
-	e.warnHostAccount(DefaultUser)
+	e.warnHostAccount(executor.DefaultUser)
 	e.logger.Debug("executor started", "data_dir", o.DataDir)
 	return e, nil
 }
@@ -292,7 +292,7 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 	}
 	defer e.donePending(sbID)
 
-	unlease, err := e.leases.acquire(ctx, user+"/"+chat, p.spec.LeaseWait)
+	unlease, err := e.leases.Acquire(ctx, user+"/"+chat, p.spec.LeaseWait)
 	if err != nil {
 		logger.Debug("chat busy", "error", err)
 		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)

@@ -34,7 +34,7 @@ func assertNothingLeft(t *testing.T, e *Executor, chat string) {
 		list, err := e.rec.list(context.Background())
 		return err == nil && len(list) == 0
 	}, e.o.CallTimeout, 50*time.Millisecond, "containers left behind")
-	release, err := e.leases.acquire(context.Background(), "u1/"+chat, 0)
+	release, err := e.leases.Acquire(context.Background(), "u1/"+chat, 0)
 	require.NoError(t, err, "the lease was released")
 	release()
 }

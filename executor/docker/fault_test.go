@@ -172,7 +172,7 @@ func waitExec(t *testing.T, e *Executor, done <-chan error, timeout time.Duratio
 // runs commands on it.
 func assertNextCreateWorks(t *testing.T, e *Executor, chat string) {
 	t.Helper()
-	release, err := e.leases.acquire(context.Background(), "u1/"+chat, 0)
+	release, err := e.leases.Acquire(context.Background(), "u1/"+chat, 0)
 	require.NoError(t, err, "the chat's lease was released")
 	release()
 	sb := create(t, e, testSpec(chat))
@@ -236,7 +236,7 @@ func TestFaultDaemonRestartMidRun(t *testing.T) {
 		assert.Contains(t, err.Error(), "send the request again")
 
 		_ = sb.Close(context.Background()) // the daemon may not answer: an error, but the chat is released
-		release, err := e.leases.acquire(context.Background(), "u1/restart", 0)
+		release, err := e.leases.Acquire(context.Background(), "u1/restart", 0)
 		require.NoError(t, err, "the chat's lease was released while the daemon was away")
 		release()
 

@@ -119,8 +119,8 @@ func TestDataDirPrivate(t *testing.T) {
 // TestSandboxUIDNotHostAccount: the default sandbox uid is no account of
 // this host, and a uid that is one is named in a warning at start.
 func TestSandboxUIDNotHostAccount(t *testing.T) {
-	require.Equal(t, fmt.Sprintf("%d:%d", DefaultUID, DefaultGID), DefaultUser)
-	uid := strings.Split(DefaultUser, ":")[0]
+	require.Equal(t, fmt.Sprintf("%d:%d", executor.DefaultUID, executor.DefaultGID), executor.DefaultUser)
+	uid := strings.Split(executor.DefaultUser, ":")[0]
 	assert.Empty(t, hostAccount("/etc/passwd", uid), "the default sandbox uid %s is a host account here", uid)
 
 	passwd := filepath.Join(t.TempDir(), "passwd")

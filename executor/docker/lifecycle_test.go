@@ -24,7 +24,7 @@ func TestLifecycle(t *testing.T) {
 	assert.Equal(t, filepath.Join(e.o.DataDir, "sandboxes", sb.sandboxID), sb.HostDir())
 	assert.DirExists(t, sb.HostDir())
 
-	assert.Equal(t, DefaultUser+" /workspace", mustRun(t, sb, `echo "$(id -u):$(id -g) $(pwd)"`))
+	assert.Equal(t, executor.DefaultUser+" /workspace", mustRun(t, sb, `echo "$(id -u):$(id -g) $(pwd)"`))
 	require.NoError(t, sb.WriteFile(ctx, "notes/hello.txt", []byte("from the host\n")))
 	assert.Equal(t, "from the host", mustRun(t, sb, "cat notes/hello.txt"))
 	mustRun(t, sb, "echo from the container > made-inside.txt")

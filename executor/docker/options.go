@@ -12,33 +12,20 @@ import (
 )
 
 // Defaults of Options and of the container baseline. A Spec's zero limits
-// take these values; they are never "unlimited".
+// take executor's defaults (executor.DefaultMemoryBytes and the rest, the
+// one source the config package uses too); these are the backend's own.
+// None of them is "unlimited".
 const (
 	DefaultReconcileInterval = time.Minute
 	DefaultRetention         = 7 * 24 * time.Hour
 	DefaultRetentionInterval = time.Hour
-	DefaultLeaseWait         = 30 * time.Second
 	DefaultStopGrace         = 2 * time.Second
 	DefaultCallTimeout       = 30 * time.Second
 	DefaultExecTimeout       = 10 * time.Minute
-	DefaultMaxOutput         = 32 << 20
-	DefaultMemoryBytes       = 2 << 30
-	DefaultCPUs              = 1.0
-	DefaultPidsLimit         = 512
 	DefaultNofile            = 4096
 	DefaultTmpfsBytes        = 256 << 20
-	DefaultSandboxTimeout    = 30 * time.Minute
-	// DefaultUser is a uid:gid above the range distributions give to
-	// accounts (1000-60000), so that the sandbox's files match no host
-	// user; New logs a warning when it names a host account anyway. The
-	// image need not know it: HOME is a tmpfs the container gets for it.
-	DefaultUser = "100000:100000"
-	// DefaultUID and DefaultGID are DefaultUser's ids, for the host
-	// sockets and token files the sandbox user must own.
-	DefaultUID       = 100000
-	DefaultGID       = 100000
-	DefaultHome      = "/home/agent"
-	DefaultModelPort = 7000
+	DefaultHome              = "/home/agent"
+	DefaultModelPort         = 7000
 )
 
 // Fixed paths inside the container.
@@ -79,7 +66,8 @@ type Options struct {
 	// means DefaultRetentionInterval, negative disables the sweep.
 	Retention         time.Duration
 	RetentionInterval time.Duration
-	// DefaultLeaseWait is used when Spec.LeaseWait is 0.
+	// DefaultLeaseWait is used when Spec.LeaseWait is 0
+	// (executor.DefaultLeaseWait when 0).
 	DefaultLeaseWait time.Duration
 	// StopGrace is how long a command gets between SIGTERM and SIGKILL when
 	// it is stopped (timeout, cancel, output cap); 0 means DefaultStopGrace.
@@ -156,7 +144,7 @@ func (o Options) withDefaults() (Options, error) {
 	setDuration(&o.ReconcileInterval, DefaultReconcileInterval)
 	setDuration(&o.Retention, DefaultRetention)
 	setDuration(&o.RetentionInterval, DefaultRetentionInterval)
-	setDuration(&o.DefaultLeaseWait, DefaultLeaseWait)
+	setDuration(&o.DefaultLeaseWait, executor.DefaultLeaseWait)
 	setDuration(&o.StopGrace, DefaultStopGrace)
 	setDuration(&o.CallTimeout, DefaultCallTimeout)
 	setDuration(&o.ExecTimeout, DefaultExecTimeout)
@@ -174,7 +162,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("docker executor: Options.ModelPort %d is not a port: %w", o.ModelPort, executor.ErrInvalid)
 	}
 	if o.MaxOutput <= 0 {
-		o.MaxOutput = DefaultMaxOutput
+		o.MaxOutput = executor.DefaultMaxOutput
 	}
 	if o.TmpfsBytes <= 0 {
 		o.TmpfsBytes = DefaultTmpfsBytes

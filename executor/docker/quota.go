@@ -40,11 +40,10 @@ const (
 	QuotaWatchdog QuotaMode = "watchdog"
 )
 
-// Quota defaults and minimums. A Spec's zero DiskBytes and Inodes take the
-// defaults; negative values are refused, never "unlimited".
+// Quota minimums and defaults. A Spec's zero DiskBytes and Inodes take
+// executor.DefaultDiskBytes and executor.DefaultInodes; negative values are
+// refused, never "unlimited".
 const (
-	DefaultDiskBytes     = 2 << 30
-	DefaultInodes        = 200_000
 	MinDiskBytes         = 16 << 20
 	MinInodes            = 1000
 	DefaultMinFreeBytes  = 1 << 30
@@ -266,11 +265,11 @@ var errNotRoot = errors.New("the gateway does not run as root (mount and losetup
 func quotaLimits(spec executor.Spec) (disk, inodes int64, err error) {
 	disk, inodes = spec.DiskBytes, spec.Inodes
 	if disk == 0 {
-		disk = DefaultDiskBytes
+		disk = executor.DefaultDiskBytes
 	}
 	if inodes == 0 {
 		// One per 8 KiB on small disks: inode tables are space too.
-		inodes = max(min(DefaultInodes, disk/8192), MinInodes)
+		inodes = max(min(executor.DefaultInodes, disk/8192), MinInodes)
 	}
 	if disk < MinDiskBytes {
 		return 0, 0, fmt.Errorf("spec: DiskBytes %d is below the minimum of %s (negative is not unlimited): %w", spec.DiskBytes, formatBytes(MinDiskBytes), executor.ErrInvalid)

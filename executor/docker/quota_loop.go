@@ -529,7 +529,7 @@ func (e *Executor) unmountImages() {
 		if mine, err := mountedImage(m.point, img); err != nil || !mine {
 			continue
 		}
-		unlease, err := e.leases.acquire(context.Background(), user+"/"+chat, 0)
+		unlease, err := e.leases.Acquire(context.Background(), user+"/"+chat, 0)
 		if err != nil {
 			continue
 		}

@@ -258,7 +258,7 @@ func TestQuotaSurvivesCrash(t *testing.T) {
 // into its image on the first Create, and nothing stays underneath.
 func TestQuotaMigratesExistingWorkspace(t *testing.T) {
 	e := newLoopExecutor(t)
-	ws, err := executor.PrepareWorkspace(e.o.DataDir, "u1", "old", DefaultUID, DefaultGID)
+	ws, err := executor.PrepareWorkspace(e.o.DataDir, "u1", "old", executor.DefaultUID, executor.DefaultGID)
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, "src"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "src", "main.go"), []byte("package main\n"), 0o644))
@@ -296,7 +296,7 @@ func TestQuotaLimits(t *testing.T) {
 		wantD, wantI   int64
 		wantErrContain string
 	}{
-		"defaults":        {wantD: DefaultDiskBytes, wantI: DefaultInodes},
+		"defaults":        {wantD: executor.DefaultDiskBytes, wantI: executor.DefaultInodes},
 		"set":             {disk: 64 << 20, inodes: 5000, wantD: 64 << 20, wantI: 5000},
 		"small disk":      {disk: 32 << 20, wantD: 32 << 20, wantI: 4096},
 		"tiny disk, min":  {disk: 16 << 20, wantD: 16 << 20, wantI: 2048},

@@ -43,7 +43,7 @@ func (e *Executor) newRetention() *retention {
 		now:       time.Now,
 		dropQuota: e.quota.drop,
 		tryLease: func(user, chat string) (func(), bool) {
-			release, err := e.leases.acquire(context.Background(), user+"/"+chat, 0)
+			release, err := e.leases.Acquire(context.Background(), user+"/"+chat, 0)
 			return release, err == nil
 		},
 	}

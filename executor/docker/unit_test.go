@@ -78,7 +78,7 @@ func TestContainerConfigBaseline(t *testing.T) {
 	p, err := newPlan(executor.Spec{UserID: "u", ChatID: "c", Timeout: time.Hour}, o, time.Now())
 	require.NoError(t, err)
 	cfg, hc := p.containerConfig(o, "sb1", "/data/workspaces/u/chat-c", "/data/sandboxes/sb1")
-	assert.Equal(t, DefaultUser, cfg.User)
+	assert.Equal(t, executor.DefaultUser, cfg.User)
 	assert.Equal(t, []string{"sleep", "3600"}, []string(cfg.Cmd), "the main process ends at the deadline by itself")
 	assert.True(t, cfg.NetworkDisabled)
 	assert.True(t, hc.AutoRemove)
@@ -223,47 +223,6 @@ func TestIgnorableRemoveError(t *testing.T) {
 	assert.EqualError(t, joined, "a\nb")
 }
 
-func TestLeases(t *testing.T) {
-	l := newLeases()
-	ctx := context.Background()
-	rel, err := l.acquire(ctx, "u/c", 0)
-	require.NoError(t, err)
-	_, err = l.acquire(ctx, "u/c", 0)
-	assert.ErrorIs(t, err, executor.ErrBusy)
-	assert.Contains(t, err.Error(), "another request is using this chat")
-	start := time.Now()
-	_, err = l.acquire(ctx, "u/c", 50*time.Millisecond)
-	assert.ErrorIs(t, err, executor.ErrBusy)
-	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
-	other, err := l.acquire(ctx, "u/other", 0)
-	require.NoError(t, err, "another chat is independent")
-	other()
-
-	got := make(chan error, 1)
-	go func() {
-		r, err := l.acquire(ctx, "u/c", 10*time.Second)
-		if err == nil {
-			r()
-		}
-		got <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	rel()
-	rel() // idempotent
-	require.NoError(t, <-got, "a waiter gets the chat when it is released")
-	l.mu.Lock()
-	assert.Empty(t, l.m, "no entries left behind")
-	l.mu.Unlock()
-
-	cctx, cancel := context.WithCancel(ctx)
-	hold, err := l.acquire(ctx, "u/c", 0)
-	require.NoError(t, err)
-	cancel()
-	_, err = l.acquire(cctx, "u/c", time.Minute)
-	assert.ErrorIs(t, err, context.Canceled)
-	hold()
-}
-
 func TestFileLockAcrossOpens(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "x.lock")
 	f1, err := os.Create(p)
@@ -326,8 +285,8 @@ func TestRetentionSweep(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = other.Close() }()
 
-	l := newLeases()
-	hold, err := l.acquire(context.Background(), "u2/busy", 0)
+	l := executor.NewLeases()
+	hold, err := l.Acquire(context.Background(), "u2/busy", 0)
 	require.NoError(t, err)
 	defer hold()
 
@@ -335,7 +294,7 @@ func TestRetentionSweep(t *testing.T) {
 		r := &retention{
 			logger: hclog.NewNullLogger(), dryRun: dry, keep: 7 * 24 * time.Hour, root: root, now: time.Now,
 			tryLease: func(user, chat string) (func(), bool) {
-				rel, err := l.acquire(context.Background(), user+"/"+chat, 0)
+				rel, err := l.Acquire(context.Background(), user+"/"+chat, 0)
 				return rel, err == nil
 			},
 		}

@@ -85,7 +85,7 @@ func BenchmarkToolCall(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer func() { _ = sb.Close(context.Background()) }()
-		s, err := h.Open(mcphost.OpenOptions{HostDir: sb.HostDir(), UID: docker.DefaultUID, GID: docker.DefaultGID, Sandbox: sb.ID(),
+		s, err := h.Open(mcphost.OpenOptions{HostDir: sb.HostDir(), UID: executor.DefaultUID, GID: executor.DefaultGID, Sandbox: sb.ID(),
 			Grant: mcphost.Grant{Identity: identity, Allow: map[string][]string{"gw": nil}}})
 		if err != nil {
 			b.Fatal(err)

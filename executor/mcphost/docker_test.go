@@ -42,7 +42,7 @@ func TestRefuseAnotherSandboxsTokenInDocker(t *testing.T) {
 			PidsLimit: 128, Timeout: 5 * time.Minute})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = sb.Close(context.Background()) })
-		s, err := h.Open(mcphost.OpenOptions{HostDir: sb.HostDir(), UID: docker.DefaultUID, GID: docker.DefaultGID, Sandbox: sb.ID(),
+		s, err := h.Open(mcphost.OpenOptions{HostDir: sb.HostDir(), UID: executor.DefaultUID, GID: executor.DefaultGID, Sandbox: sb.ID(),
 			Grant: mcphost.Grant{Identity: mcphost.Identity{User: user, Chat: "c1", Assistant: "coder"}, Allow: map[string][]string{"gw": {"echo"}}}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
