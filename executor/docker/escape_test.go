@@ -125,14 +125,20 @@ done`, canaryDir)}})
 		return err == nil
 	}, 10*time.Second, time.Millisecond)
 
+	// At least total operations, and on until both outcomes were seen (a
+	// loaded machine schedules the swapper rarely), up to 50 times total.
 	const total = 100_000
 	var ops, escapes, okReads, refused atomic.Int64
+	more := func() bool {
+		n := ops.Load()
+		return n < total || (okReads.Load() == 0 || refused.Load() == 0) && n < 50*total
+	}
 	var wg sync.WaitGroup
 	for w := range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; ops.Load() < total; i++ {
+			for i := 0; more(); i++ {
 				switch {
 				case i%10 == 0:
 					_ = sb.WriteFile(ctx, fmt.Sprintf("d/w%d", w), []byte("host"))

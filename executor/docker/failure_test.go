@@ -131,13 +131,17 @@ func TestTwoGatewaysShareDataDir(t *testing.T) {
 // the daemon removes it (AutoRemove); Exec then fails, Close succeeds.
 func TestSandboxDeadline(t *testing.T) {
 	e := newTestExecutor(t)
+	// The deadline must leave time for the container to start on this
+	// machine as loaded as it is now: a few times a create measured here.
+	t0 := time.Now()
+	require.NoError(t, create(t, e, testSpec("deadline-baseline")).Close(context.Background()))
 	spec := testSpec("deadline")
-	spec.Timeout = 2 * time.Second
+	spec.Timeout = max(2*time.Second, 4*time.Since(t0))
 	sb := create(t, e, spec)
 	require.Eventually(t, func() bool {
 		_, err := e.api.ContainerInspect(context.Background(), sb.ID())
 		return cerrdefs.IsNotFound(err)
-	}, 20*time.Second, 100*time.Millisecond, "the daemon removed the container at its deadline")
+	}, spec.Timeout+30*time.Second, 100*time.Millisecond, "the daemon removed the container at its deadline")
 	_, err := sb.Exec(context.Background(), &executor.Cmd{Args: []string{"true"}})
 	assert.Error(t, err)
 	assert.True(t, errorsIsAny(err, executor.ErrTimeout, executor.ErrNotRunning), "got %v", err)
