@@ -1,6 +1,7 @@
 package config
 
-// HostMemoryBytes returns this machine's memory, MemTotal of /proc/meminfo
-// (0 when unknown), the figure max_memory is checked against and the
-// middleware's admission control derives its memory bound from.
-func HostMemoryBytes() int64 { return memTotal() }
+import "github.com/agentbox/agentbox/executor"
+
+// HostMemoryBytes returns this machine's memory (executor.HostMemoryBytes),
+// the figure max_memory is checked against.
+func HostMemoryBytes() int64 { return executor.HostMemoryBytes() }

@@ -1,13 +1,13 @@
 package config
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/agentbox/agentbox/executor"
 )
 
 // LoadOptions tunes Load. The zero value reads the process environment
@@ -47,25 +47,7 @@ func (o *LoadOptions) hostMemory() int64 {
 	case o.HostMemoryBytes < 0:
 		return 0
 	}
-	return memTotal()
-}
-
-// memTotal reads MemTotal from /proc/meminfo (0 when unknown).
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(fields[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return executor.HostMemoryBytes()
 }
 
 // Gateway is a loaded gateway directory.

@@ -1,6 +1,11 @@
 package executor
 
-import "time"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Defaults of a Spec's limits and of a Cmd's output cap: the one source
 // for every backend and for the config package, which applies the same
@@ -30,3 +35,22 @@ const (
 	// DefaultMaxOutput caps a command's stdout and stderr, each.
 	DefaultMaxOutput int64 = 32 << 20
 )
+
+// ParseUser parses Spec.User, "uid:gid" or "uid" ("" is DefaultUser), into
+// the ids that own what the host makes for the sandbox user (its sockets).
+func ParseUser(user string) (uid, gid int, err error) {
+	if user == "" {
+		return DefaultUID, DefaultGID, nil
+	}
+	u, g, _ := strings.Cut(user, ":")
+	if uid, err = strconv.Atoi(u); err == nil {
+		gid = uid
+		if g != "" {
+			gid, err = strconv.Atoi(g)
+		}
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("executor: sandbox user %q is not uid:gid; set sandbox.user to numbers, e.g. %q: %w", user, DefaultUser, ErrInvalid)
+	}
+	return uid, gid, nil
+}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
 )
 
@@ -22,7 +21,7 @@ const (
 	DefaultMaxWait = 5 * time.Minute
 	// defaultRunMemory is what a run reserves when its assistant sets no
 	// memory limit (config's default max_memory).
-	defaultRunMemory = config.DefaultMemoryBytes
+	defaultRunMemory = executor.DefaultMemoryBytes
 )
 
 // Admission bounds the sandboxed work the gateway does at once. A
@@ -74,7 +73,7 @@ func (a Admission) withDefaults() Admission {
 		a.MaxRunsPerUser = max(1, a.MaxRuns/2)
 	}
 	if a.MaxMemoryBytes == 0 {
-		a.MaxMemoryBytes = config.HostMemoryBytes() / 4 * 3
+		a.MaxMemoryBytes = executor.HostMemoryBytes() / 4 * 3
 	}
 	if a.MaxStarts <= 0 {
 		a.MaxStarts = cpus

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/executor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
 )
 
 // far is a deadline no test reaches.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/modelproxy"
-	"github.com/agentbox/agentbox/executor/modelproxy/anthropicopenai"
 	"github.com/agentbox/agentbox/hooks"
 )
 
@@ -94,13 +96,15 @@ type Connector struct {
 	// Key is the connector's real API key. It never enters the container:
 	// the agent gets a per-request token that only the host's proxy takes.
 	Key string
-	// OpenAI, when set, says Upstream is an OpenAI-compatible Chat
-	// Completions API (its base URL, e.g. https://api.deepseek.com/v1):
-	// the model proxy translates the Claude CLI's Anthropic calls to it
-	// (executor/modelproxy/anthropicopenai). Its BaseURL, APIKey, Model,
-	// Client and Logger are filled in by the ProxyRouter; the rest says
-	// what differs between providers.
-	OpenAI *anthropicopenai.Options
+	// Translate, when set, says Upstream does not speak the agent's
+	// protocol: it returns the transport the model route reaches Upstream
+	// with for one run, e.g. executor/modelproxy/anthropicopenai's
+	// translation of the Claude CLI's Anthropic calls to an
+	// OpenAI-compatible Chat Completions API (the agentbox package sets it
+	// for connectors of type "openai"). It gets the connector, the run's
+	// model, the route's own transport (nil: http.DefaultTransport) and
+	// the run's logger.
+	Translate func(c Connector, model string, base http.RoundTripper, log hclog.Logger) (http.RoundTripper, error)
 }
 
 // Catalog is the gateway's set of assistants, typically loaded by package

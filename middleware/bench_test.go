@@ -4,9 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/middleware"
-	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkPassThrough measures what the middleware adds to a request for

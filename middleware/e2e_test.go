@@ -11,6 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	sdk "github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
@@ -18,12 +24,8 @@ import (
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/modelroute"
 	"github.com/agentbox/agentbox/middleware/openai"
-	"github.com/hashicorp/go-hclog"
-	sdk "github.com/openai/openai-go"
-	"github.com/openai/openai-go/option"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // connectorKey is the "real" key only the host's model proxy holds.
@@ -75,7 +77,7 @@ func newE2E(t *testing.T, h hooks.Hooks, mods ...func(*middleware.Assistant)) *e
 		},
 		Runners: []executor.Runner{claude.New()},
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
-			return middleware.NewProxyRouter(middleware.ProxyRouterOptions{}), nil
+			return modelroute.New(modelroute.Options{}), nil
 		},
 		TeardownTimeout: 30 * time.Second,
 	})

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/internal/scripted"
-	"github.com/hashicorp/go-hclog"
 )
 
 // ExampleNew wires an Orchestrator over a fake executor and a scripted

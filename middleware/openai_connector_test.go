@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/modelproxy/anthropicopenai"
 	"github.com/agentbox/agentbox/internal/scriptedopenai"
@@ -31,7 +32,7 @@ func TestE2EOpenAIConnector(t *testing.T) {
 	env := newE2E(t, nil, func(a *middleware.Assistant) {
 		a.Sandbox.Run.Model = "deepseek-chat"
 		a.Sandbox.Connector = middleware.Connector{Upstream: prov.URL, Key: providerKey,
-			OpenAI: &anthropicopenai.Options{StreamUsage: true, MaxTokensCeiling: 8192}}
+			Translate: agentbox.TranslateOpenAI(anthropicopenai.Options{StreamUsage: true, MaxTokensCeiling: 8192})}
 	})
 
 	p := e2eParams("alice:oai", "Write hello.txt and cat it.")

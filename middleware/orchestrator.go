@@ -7,12 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/mcphost"
-	"github.com/agentbox/agentbox/hooks"
 	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/mcphost"
+	"github.com/agentbox/agentbox/hooks"
 )
 
 // Defaults of Options.

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
@@ -19,9 +23,6 @@ import (
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/internal/scripted"
-	"github.com/hashicorp/go-hclog"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestPassThroughIsUnchanged(t *testing.T) {

@@ -10,10 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/hooks"
-	"github.com/hashicorp/go-hclog"
 )
 
 // Texts of the EventSandbox events the middleware emits.
@@ -323,7 +324,7 @@ func (r *run) openTools(sb executor.Sandbox) error {
 	if sb.HostDir() == "" {
 		return errors.New("middleware: the sandbox has no host directory for the tools socket; run the executor with the helper")
 	}
-	uid, gid, err := sandboxUser(r.a.Sandbox.Spec.User)
+	uid, gid, err := executor.ParseUser(r.a.Sandbox.Spec.User)
 	if err != nil {
 		return err
 	}

@@ -12,18 +12,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	sdk "github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/modelroute"
 	"github.com/agentbox/agentbox/middleware/openai"
-	"github.com/hashicorp/go-hclog"
-	sdk "github.com/openai/openai-go"
-	"github.com/openai/openai-go/option"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // recordingRunner is the claude runner that keeps every argv it built.
@@ -100,7 +102,7 @@ func newSessionE2E(t *testing.T, args map[string]any) *sessionE2E {
 		},
 		Runners: []executor.Runner{env.runner},
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
-			return middleware.NewProxyRouter(middleware.ProxyRouterOptions{}), nil
+			return modelroute.New(modelroute.Options{}), nil
 		},
 		SessionDir:      filepath.Join(env.dataDir, "sessions"),
 		TeardownTimeout: 30 * time.Second,

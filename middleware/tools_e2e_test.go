@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/modelroute"
 )
 
 // toolsE2E is the whole path of a gateway tool: the real Claude Code CLI
@@ -105,7 +106,7 @@ func newToolsE2E(t *testing.T) *toolsE2E {
 		},
 		Runners: []executor.Runner{claude.New()},
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
-			return middleware.NewProxyRouter(middleware.ProxyRouterOptions{}), nil
+			return modelroute.New(modelroute.Options{}), nil
 		},
 		Tools: host,
 	})

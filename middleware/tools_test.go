@@ -35,8 +35,16 @@ func (e *hostDirExecutor) Create(ctx context.Context, spec executor.Spec) (execu
 	if err != nil || e.dir == "" {
 		return sb, err
 	}
-	return &relaySandbox{FakeSandbox: sb.(*executortest.FakeSandbox), hostDir: e.dir}, nil
+	return &hostDirSandbox{FakeSandbox: sb.(*executortest.FakeSandbox), hostDir: e.dir}, nil
 }
+
+// hostDirSandbox is a fake sandbox with a host directory.
+type hostDirSandbox struct {
+	*executortest.FakeSandbox
+	hostDir string
+}
+
+func (s *hostDirSandbox) HostDir() string { return s.hostDir }
 
 // toolsRun is one request of the "coder" assistant, granted
 // mcp__orders__lookup, against an Orchestrator whose Tools serve

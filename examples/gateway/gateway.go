@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/cursor"
@@ -25,6 +26,7 @@ import (
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/modelroute"
 	"github.com/agentbox/agentbox/middleware/openai"
 )
 
@@ -104,7 +106,7 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 	for _, p := range g.Config.Problems {
 		g.log.Warn("config: " + p.Error())
 	}
-	cat, err := middleware.CatalogFromConfig(g.Config, middleware.ConfigOptions{MCP: config.HelperRelay})
+	cat, err := agentbox.CatalogFromConfig(g.Config, agentbox.ConfigOptions{MCP: config.HelperRelay})
 	if err != nil {
 		return g, fmt.Errorf("assistants in %s: %w", o.Dir, err)
 	}
@@ -125,7 +127,7 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		},
 		Runners: []executor.Runner{claude.New(), cursor.New()},
 		NewModelRouter: func(_ context.Context, log hclog.Logger) (middleware.ModelRouter, error) {
-			return middleware.NewProxyRouter(middleware.ProxyRouterOptions{Logger: log.Named("model")}), nil
+			return modelroute.New(modelroute.Options{Logger: log.Named("model")}), nil
 		},
 		Logger:         g.log.Named("agentbox"),
 		Admission:      o.Admission,

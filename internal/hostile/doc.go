@@ -36,7 +36,7 @@
 // Options customise the assistants (each starts as DefaultAssistant's
 // settings: Bash and the Skill tool allowed, acceptEdits, DefaultSkill in
 // its HomeFiles), the executor (docker.Options), the model proxy
-// (middleware.ProxyRouterOptions) and the Orchestrator; Env.API is the
+// (modelroute.Options) and the Orchestrator; Env.API is the
 // scripted server, whose recorded requests (headers, key, body) a test can
 // inspect beyond the per-turn slice in Result.Requests. The gateway's log is
 // kept in memory and printed when the test fails.

@@ -24,6 +24,7 @@ import (
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/modelroute"
 	"github.com/agentbox/agentbox/middleware/openai"
 )
 
@@ -63,7 +64,7 @@ type Options struct {
 	// DataDir, Image, HelperBinary and Logger.
 	Executor func(*docker.Options)
 	// Proxy adjusts the ProxyRouter's options.
-	Proxy func(*middleware.ProxyRouterOptions)
+	Proxy func(*modelroute.Options)
 	// Orchestrator adjusts the middleware's options after the harness set
 	// Catalog, NewExecutor, Runners and NewModelRouter.
 	Orchestrator func(*middleware.Options)
@@ -146,7 +147,7 @@ func New(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatalf("hostile: %v", err)
 	}
-	proxy := middleware.ProxyRouterOptions{Logger: logger.Named("proxy")}
+	proxy := modelroute.Options{Logger: logger.Named("proxy")}
 	if o.Proxy != nil {
 		o.Proxy(&proxy)
 	}
@@ -162,7 +163,7 @@ func New(t testing.TB, o Options) *Env {
 		},
 		Runners: []executor.Runner{claude.New(append([]claude.Option{claude.WithLogger(logger.Named("claude"))}, o.Runner...)...)},
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
-			return middleware.NewProxyRouter(proxy), nil
+			return modelroute.New(proxy), nil
 		},
 		Logger:          logger,
 		TeardownTimeout: 30 * time.Second,

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/internal/scripted"
-	"github.com/stretchr/testify/require"
 )
 
 // smallRun is a short agent run: init, a tool call and its result, two

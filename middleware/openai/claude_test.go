@@ -9,11 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/claude"
-	"github.com/agentbox/agentbox/executor"
 	sdk "github.com/openai/openai-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/executor"
 )
 
 // TestClaudeTranscriptsThroughTheAdapter plays every real Claude Code CLI

@@ -16,16 +16,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/middleware"
-	"github.com/agentbox/agentbox/middleware/openai"
 	sdk "github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 	sdk3 "github.com/openai/openai-go/v3"
 	option3 "github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/openai"
 )
 
 // silence is how long the matrix's run says nothing in the middle of its

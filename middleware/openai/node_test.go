@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/middleware/internal/scripted"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/middleware/internal/scripted"
 )
 
 func TestNodeSDK(t *testing.T) {

@@ -7,13 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/hooks"
-	"github.com/agentbox/agentbox/middleware/internal/scripted"
 	sdk "github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/hooks"
+	"github.com/agentbox/agentbox/middleware/internal/scripted"
 )
 
 func sdkClient(st *stack, opts ...option.RequestOption) sdk.Client {

@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/middleware"
-	"github.com/hashicorp/go-hclog"
 )
 
 // Defaults of Options.

@@ -19,13 +19,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/middleware"
-	"github.com/agentbox/agentbox/middleware/openai"
 	sdk "github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/openai"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")

@@ -10,14 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/internal/scripted"
 	"github.com/agentbox/agentbox/middleware/openai"
-	"github.com/hashicorp/go-hclog"
-	"github.com/stretchr/testify/require"
 )
 
 // stack is the whole request path a gateway builds: the adapter over the

@@ -1,4 +1,4 @@
-package middleware_test
+package modelroute_test
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 	"github.com/agentbox/agentbox/executor/modelproxy"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/modelroute"
 )
 
 // relaySandbox is a fake sandbox with a helper directory and a model relay
@@ -73,7 +74,7 @@ func TestProxyRouter(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			sb := tc.sb(t)
-			route, err := middleware.NewProxyRouter(middleware.ProxyRouterOptions{}).Open(context.Background(), sb, tc.a)
+			route, err := modelroute.New(modelroute.Options{}).Open(context.Background(), sb, tc.a)
 			if tc.wantErr != "" {
 				assert.ErrorContains(t, err, tc.wantErr)
 				return
@@ -138,7 +139,7 @@ func TestProxyRouterBudgetLoop(t *testing.T) {
 	up, models, mu := budgetUpstream(t)
 	me := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 	for name, tc := range map[string]struct {
-		router   middleware.ProxyRouterOptions
+		router   modelroute.Options
 		budget   modelproxy.Budget // the assistant's override
 		maxTurns any
 		want     int    // calls that must get through
@@ -147,12 +148,12 @@ func TestProxyRouterBudgetLoop(t *testing.T) {
 	}{
 		"default from max_turns 2":    {maxTurns: 2, want: 4*2 + 10, naming: "model calls", stop: modelproxy.BudgetCalls},
 		"default from runner default": {want: 4*50 + 10, naming: "model calls", stop: modelproxy.BudgetCalls},
-		"gateway calls":               {router: middleware.ProxyRouterOptions{Budget: modelproxy.Budget{MaxRequests: 5}}, maxTurns: 2, want: 5, naming: "model calls", stop: modelproxy.BudgetCalls},
-		"assistant calls beat gateway": {router: middleware.ProxyRouterOptions{Budget: modelproxy.Budget{MaxRequests: 5}},
+		"gateway calls":               {router: modelroute.Options{Budget: modelproxy.Budget{MaxRequests: 5}}, maxTurns: 2, want: 5, naming: "model calls", stop: modelproxy.BudgetCalls},
+		"assistant calls beat gateway": {router: modelroute.Options{Budget: modelproxy.Budget{MaxRequests: 5}},
 			budget: modelproxy.Budget{MaxRequests: 3}, want: 3, naming: "model calls", stop: modelproxy.BudgetCalls},
 		"assistant tokens":    {budget: modelproxy.Budget{MaxTokens: 30}, want: 3, naming: "tokens used", stop: modelproxy.BudgetTokens},
 		"assistant wall time": {budget: modelproxy.Budget{MaxDuration: time.Nanosecond}, want: 0, naming: "wall time", stop: modelproxy.BudgetWall},
-		"gateway tokens":      {router: middleware.ProxyRouterOptions{Budget: modelproxy.Budget{MaxTokens: 14}}, want: 2, naming: "tokens used", stop: modelproxy.BudgetTokens},
+		"gateway tokens":      {router: modelroute.Options{Budget: modelproxy.Budget{MaxTokens: 14}}, want: 2, naming: "tokens used", stop: modelproxy.BudgetTokens},
 	} {
 		t.Run(name, func(t *testing.T) {
 			mu.Lock()
@@ -167,7 +168,7 @@ func TestProxyRouterBudgetLoop(t *testing.T) {
 				Run:       executor.RunRequest{Model: "claude-sonnet-4-6", Arguments: args},
 				Connector: middleware.Connector{Upstream: up.URL, Key: "sk-real"}}}
 			sb := &relaySandbox{executortest.NewSandbox(t), t.TempDir(), "http://127.0.0.1:7000"}
-			route, err := middleware.NewProxyRouter(tc.router).Open(context.Background(), sb, a)
+			route, err := modelroute.New(tc.router).Open(context.Background(), sb, a)
 			require.NoError(t, err)
 			defer func() { assert.NoError(t, route.Close()) }()
 			c := routeClient(sb)
@@ -213,7 +214,7 @@ func TestProxyRouterRefusalIsLogged(t *testing.T) {
 	a := &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{Spec: executor.Spec{User: me, Timeout: time.Minute},
 		Connector: middleware.Connector{Upstream: up.URL, Key: "sk-real"}}}
 	sb := &relaySandbox{executortest.NewSandbox(t), t.TempDir(), "http://127.0.0.1:7000"}
-	r := middleware.NewProxyRouter(middleware.ProxyRouterOptions{Logger: lg})
+	r := modelroute.New(modelroute.Options{Logger: lg})
 	route, err := r.Open(middleware.WithRequestID(context.Background(), "chatcmpl-42"), sb, a)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, route.Close()) }()
@@ -258,7 +259,7 @@ func TestProxyRouterModelCallSpans(t *testing.T) {
 		Spec: executor.Spec{User: fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()), Timeout: time.Minute},
 		Run:  executor.RunRequest{Model: "claude-sonnet-4-6"}, Connector: middleware.Connector{Upstream: up.URL, Key: "sk-real"}}}
 	sb := &relaySandbox{executortest.NewSandbox(t), t.TempDir(), "http://127.0.0.1:7000"}
-	route, err := middleware.NewProxyRouter(middleware.ProxyRouterOptions{}).Open(ctx, sb, a)
+	route, err := modelroute.New(modelroute.Options{}).Open(ctx, sb, a)
 	require.NoError(t, err)
 	c := routeClient(sb)
 	for range 2 {

@@ -1,9 +1,12 @@
-package middleware
+package agentbox
 
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
@@ -11,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/executor/modelproxy/anthropicopenai"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/jsapi"
+	"github.com/agentbox/agentbox/middleware"
 )
 
 // DefaultSkillsDir is where an assistant's skills are placed, relative to
@@ -38,7 +42,7 @@ type ConfigOptions struct {
 // container settings, the skills' files, the system prompt, the
 // connector's model, host and key, the runner's arguments, the MCP
 // configuration and its allowed tools. Every problem is reported at once.
-func CatalogFromConfig(g *config.Gateway, o ConfigOptions) (*StaticCatalog, error) {
+func CatalogFromConfig(g *config.Gateway, o ConfigOptions) (*middleware.StaticCatalog, error) {
 	if o.SkillsDir == "" {
 		o.SkillsDir = DefaultSkillsDir
 	}
@@ -50,7 +54,7 @@ func CatalogFromConfig(g *config.Gateway, o ConfigOptions) (*StaticCatalog, erro
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	var list []*Assistant
+	var list []*middleware.Assistant
 	var errs []error
 	for _, id := range ids {
 		a, err := fromConfig(g.Assistants[id], o)
@@ -63,7 +67,7 @@ func CatalogFromConfig(g *config.Gateway, o ConfigOptions) (*StaticCatalog, erro
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("middleware: %w", err)
 	}
-	return NewCatalog(list...)
+	return middleware.NewCatalog(list...)
 }
 
 // JSHooks compiles an assistant's hooks with package jsapi, once, at load
@@ -79,8 +83,8 @@ func JSHooks(opts jsapi.Options) func(a *config.Assistant) (hooks.Hooks, error) 
 	}
 }
 
-func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
-	a := &Assistant{ID: ca.ID, Name: ca.Name}
+func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, error) {
+	a := &middleware.Assistant{ID: ca.ID, Name: ca.Name}
 	var errs []error
 	if ca.Hooks != "" {
 		h, err := o.Hooks(ca)
@@ -93,7 +97,7 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 		return a, errors.Join(errs...)
 	}
 	sb := ca.Sandbox
-	s := &Sandbox{
+	s := &middleware.Sandbox{
 		Runner:       sb.Command,
 		Spec:         sb.Spec(),
 		StallTimeout: sb.StallTimeout,
@@ -106,10 +110,10 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 	}
 	if c := ca.Connector; c != nil {
 		s.Run.Model = c.Model
-		s.Connector = Connector{Upstream: c.Host, Key: c.Key.Reveal()}
+		s.Connector = middleware.Connector{Upstream: c.Host, Key: c.Key.Reveal()}
 		if c.Type == config.ConnectorOpenAI && sb.Command == "claude" {
-			s.Connector.OpenAI = &anthropicopenai.Options{ReasoningField: c.OpenAI.ReasoningField, ThinkingParam: c.OpenAI.Thinking,
-				StreamUsage: c.OpenAI.StreamUsage, MaxTokensCeiling: c.OpenAI.MaxTokens, MaxCompletionTokens: c.OpenAI.MaxCompletionTokens}
+			s.Connector.Translate = TranslateOpenAI(anthropicopenai.Options{ReasoningField: c.OpenAI.ReasoningField, ThinkingParam: c.OpenAI.Thinking,
+				StreamUsage: c.OpenAI.StreamUsage, MaxTokensCeiling: c.OpenAI.MaxTokens, MaxCompletionTokens: c.OpenAI.MaxCompletionTokens})
 		}
 		// Cursor's CLI talks to Cursor itself (see package cursor).
 		s.DirectModel = c.Type == config.ConnectorCursor
@@ -126,4 +130,15 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 	}
 	a.Sandbox = s
 	return a, errors.Join(errs...)
+}
+
+// TranslateOpenAI is a Connector.Translate for OpenAI-compatible Chat
+// Completions APIs: o says what differs between providers; the rest comes
+// from the connector and the run.
+func TranslateOpenAI(o anthropicopenai.Options) func(middleware.Connector, string, http.RoundTripper, hclog.Logger) (http.RoundTripper, error) {
+	return func(c middleware.Connector, model string, base http.RoundTripper, log hclog.Logger) (http.RoundTripper, error) {
+		o := o
+		o.BaseURL, o.APIKey, o.Model, o.Client, o.Logger = c.Upstream, c.Key, model, base, log.Named("openai")
+		return anthropicopenai.New(o)
+	}
 }

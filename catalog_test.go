@@ -1,4 +1,4 @@
-package middleware_test
+package agentbox_test
 
 import (
 	"context"
@@ -8,13 +8,16 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/agentbox/agentbox/config"
-	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/hooks"
-	"github.com/agentbox/agentbox/middleware"
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox"
+	"github.com/agentbox/agentbox/config"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/executortest"
+	"github.com/agentbox/agentbox/hooks"
+	"github.com/agentbox/agentbox/middleware"
 )
 
 // loadFixture loads config's fixture gateway (coder with skills, MCP
@@ -22,7 +25,7 @@ import (
 func loadFixture(t *testing.T) *config.Gateway {
 	t.Helper()
 	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-fixture", "DEEPSEEK_API_KEY": "sk-ds", "CURSOR_API_KEY": "cur-key", "SEARCH_TOKEN": "search-tok"}
-	g, err := config.Load(filepath.Join("..", "config", "testdata", "gateway"), config.LoadOptions{
+	g, err := config.Load(filepath.Join("config", "testdata", "gateway"), config.LoadOptions{
 		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, HostCPUs: -1, HostMemoryBytes: -1,
 	})
 	require.NoError(t, err)
@@ -32,7 +35,7 @@ func loadFixture(t *testing.T) *config.Gateway {
 func TestCatalogFromConfig(t *testing.T) {
 	g := loadFixture(t)
 	var compiled []string
-	cat, err := middleware.CatalogFromConfig(g, middleware.ConfigOptions{
+	cat, err := agentbox.CatalogFromConfig(g, agentbox.ConfigOptions{
 		Hooks: func(a *config.Assistant) (hooks.Hooks, error) {
 			compiled = append(compiled, a.ID)
 			return hooks.Funcs{}, nil
@@ -89,9 +92,11 @@ func TestCatalogFromConfig(t *testing.T) {
 	// The catalog passes the Orchestrator's validation with the runners
 	// it names.
 	_, err = middleware.New(context.Background(), middleware.Options{
-		Catalog:     cat,
-		NewExecutor: func(context.Context, hclog.Logger) (executor.Executor, error) { return executortestExecutor(t), nil },
-		Runners:     []executor.Runner{namedRunner("claude"), namedRunner("cursor")},
+		Catalog: cat,
+		NewExecutor: func(context.Context, hclog.Logger) (executor.Executor, error) {
+			return executortest.NewExecutor(t), nil
+		},
+		Runners: []executor.Runner{namedRunner("claude"), namedRunner("cursor")},
 	})
 	require.NoError(t, err)
 }
@@ -105,7 +110,7 @@ func mustMCP(t *testing.T, a *config.Assistant) []byte {
 
 func TestCatalogFromConfigErrors(t *testing.T) {
 	g := loadFixture(t)
-	_, err := middleware.CatalogFromConfig(g, middleware.ConfigOptions{Hooks: func(*config.Assistant) (hooks.Hooks, error) {
+	_, err := agentbox.CatalogFromConfig(g, agentbox.ConfigOptions{Hooks: func(*config.Assistant) (hooks.Hooks, error) {
 		return nil, errors.New("src/index.ts:3:7: syntax error")
 	}})
 	assert.ErrorContains(t, err, `assistant "coder": hooks: src/index.ts:3:7: syntax error`)
@@ -124,7 +129,7 @@ func (r namedRunner) Parse(context.Context, io.Reader, func(executor.Event) erro
 
 func TestCatalogFromConfigCompilesHooksWithJSAPI(t *testing.T) {
 	g := loadFixture(t)
-	cat, err := middleware.CatalogFromConfig(g, middleware.ConfigOptions{})
+	cat, err := agentbox.CatalogFromConfig(g, agentbox.ConfigOptions{})
 	require.NoError(t, err)
 	coder, err := cat.Lookup(context.Background(), "coder")
 	require.NoError(t, err)

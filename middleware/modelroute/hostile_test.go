@@ -1,4 +1,4 @@
-package middleware_test
+package modelroute_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/internal/hostile"
-	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/modelroute"
 )
 
 // rawReq is a shell function for the agent's Bash: one raw HTTP request to
@@ -79,7 +79,7 @@ func TestHostileAgentCallsOtherAPIs(t *testing.T) {
 // budget got through.
 func TestHostileModelLoopStopsAtBudget(t *testing.T) {
 	env := hostile.New(t, hostile.Options{})
-	budget := middleware.DefaultBudget(env.Assistants[hostile.DefaultAssistant]).MaxRequests
+	budget := modelroute.DefaultBudget(env.Assistants[hostile.DefaultAssistant]).MaxRequests
 	r := env.Run(t, hostile.Turn{Chat: "proxy-budget", Steps: []hostile.Step{hostile.Bash(rawReq + `ok=0
 b='{"model":"claude-opus-4-1","max_tokens":64000,"messages":[{"role":"user","content":"loop"}]}'
 for i in $(seq 1 ` + strconv.Itoa(budget+50) + `); do

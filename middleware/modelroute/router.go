@@ -1,4 +1,8 @@
-package middleware
+// Package modelroute is the middleware's ModelRouter for sandboxes with
+// the in-container helper: a per-run model proxy (executor/modelproxy) on
+// the sandbox's model socket that keeps the connector's key on the host,
+// pins the model, caps and budgets the traffic, and traces each call.
+package modelroute
 
 import (
 	"context"
@@ -8,23 +12,22 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/helper"
-	"github.com/agentbox/agentbox/executor/modelproxy"
-	"github.com/agentbox/agentbox/executor/modelproxy/anthropicopenai"
 	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/helper"
+	"github.com/agentbox/agentbox/executor/modelproxy"
+	"github.com/agentbox/agentbox/middleware"
 )
 
-// Defaults of the per-request model budget (ProxyRouterOptions.Budget,
+// Defaults of the per-request model budget (Options.Budget,
 // Sandbox.Budget): budgets are on unless an assistant overrides them.
 const (
 	// DefaultBudgetTokens caps one request's metered tokens.
@@ -38,7 +41,7 @@ const (
 // 4*max_turns+10 (an agent turn may take a few model calls: the main
 // loop, retries, compaction), DefaultBudgetTokens tokens, and the
 // sandbox's timeout as wall time.
-func DefaultBudget(a *Assistant) modelproxy.Budget {
+func DefaultBudget(a *middleware.Assistant) modelproxy.Budget {
 	turns := defaultMaxTurns
 	if a.Sandbox != nil {
 		if t, ok := a.Sandbox.Run.Arguments["max_turns"].(int); ok && t > 0 {
@@ -52,8 +55,8 @@ func DefaultBudget(a *Assistant) modelproxy.Budget {
 	return b
 }
 
-// ProxyRouterOptions configure a ProxyRouter.
-type ProxyRouterOptions struct {
+// Options configure a Router.
+type Options struct {
 	// Budget is the gateway's budget for each request's model traffic;
 	// each zero field takes DefaultBudget of the assistant. An assistant's
 	// Sandbox.Budget overrides it field by field.
@@ -79,7 +82,7 @@ type ProxyRouterOptions struct {
 	Logger hclog.Logger
 }
 
-// ProxyRouter is the ModelRouter of sandboxes with the in-container helper
+// Router is the ModelRouter of sandboxes with the in-container helper
 // (executor/docker with Options.HelperBinary or UseImageHelper): for each
 // run it serves a modelproxy.Proxy on {HostDir}/model.sock, which the
 // helper relays the agent's loopback connections to, with a fresh
@@ -89,17 +92,17 @@ type ProxyRouterOptions struct {
 // the router's proxies share one body byte budget. Refusals are logged at
 // WARN with the assistant, sandbox and request id (the run's own lines tie
 // the request id to user and chat). It is safe for concurrent use.
-type ProxyRouter struct {
-	opts   ProxyRouterOptions
+type Router struct {
+	opts   Options
 	log    hclog.Logger
 	bodies *modelproxy.BodyBudget
 }
 
-var _ ModelRouter = (*ProxyRouter)(nil)
+var _ middleware.ModelRouter = (*Router)(nil)
 
-// NewProxyRouter returns a ProxyRouter.
-func NewProxyRouter(o ProxyRouterOptions) *ProxyRouter {
-	p := &ProxyRouter{opts: o, log: o.Logger, bodies: modelproxy.NewBodyBudget(o.BodyBudget)}
+// New returns a Router.
+func New(o Options) *Router {
+	p := &Router{opts: o, log: o.Logger, bodies: modelproxy.NewBodyBudget(o.BodyBudget)}
 	if p.log == nil {
 		p.log = hclog.NewNullLogger()
 	}
@@ -107,11 +110,11 @@ func NewProxyRouter(o ProxyRouterOptions) *ProxyRouter {
 }
 
 // Bodies is the request-body byte budget the router's proxies share.
-func (p *ProxyRouter) Bodies() *modelproxy.BodyBudget { return p.bodies }
+func (p *Router) Bodies() *modelproxy.BodyBudget { return p.bodies }
 
 // budget is a's effective model budget: the assistant's override, else
 // the router's, else the default derived from the assistant.
-func (p *ProxyRouter) budget(a *Assistant) modelproxy.Budget {
+func (p *Router) budget(a *middleware.Assistant) modelproxy.Budget {
 	b, d := a.Sandbox.Budget, DefaultBudget(a)
 	pick := func(own, gw, def int64) int64 {
 		switch {
@@ -136,12 +139,12 @@ type modelRelay interface {
 }
 
 // Open implements ModelRouter.
-func (p *ProxyRouter) Open(ctx context.Context, sb executor.Sandbox, a *Assistant) (ModelRoute, error) {
+func (p *Router) Open(ctx context.Context, sb executor.Sandbox, a *middleware.Assistant) (middleware.ModelRoute, error) {
 	relay, _ := sb.(modelRelay)
 	if relay == nil || relay.ModelBaseURL() == "" || sb.HostDir() == "" {
-		return nil, errors.New("middleware: the sandbox has no model relay; run the executor with the helper (executor/docker Options.HelperBinary or UseImageHelper)")
+		return nil, errors.New("modelroute: the sandbox has no model relay; run the executor with the helper (executor/docker Options.HelperBinary or UseImageHelper)")
 	}
-	uid, gid, err := sandboxUser(a.Sandbox.Spec.User)
+	uid, gid, err := executor.ParseUser(a.Sandbox.Spec.User)
 	if err != nil {
 		return nil, err
 	}
@@ -151,12 +154,12 @@ func (p *ProxyRouter) Open(ctx context.Context, sb executor.Sandbox, a *Assistan
 		return nil, err
 	}
 	// A refusal's warn line names who was refused.
-	user, chat := IdentityFrom(ctx)
-	log := p.log.With("assistant", a.ID, "user", user, "chat", chat, "sandbox", sb.ID(), "request", RequestID(ctx))
+	user, chat := middleware.IdentityFrom(ctx)
+	log := p.log.With("assistant", a.ID, "user", user, "chat", chat, "sandbox", sb.ID(), "request", middleware.RequestID(ctx))
 	log.Debug("model budget", "calls", budget.MaxRequests, "tokens", budget.MaxTokens, "wall", budget.MaxDuration, "model", a.Sandbox.Run.Model)
 	client, err := p.client(a, log)
 	if err != nil {
-		return nil, fmt.Errorf("middleware: model route of %q: %w", a.ID, err)
+		return nil, fmt.Errorf("modelroute: model route of %q: %w", a.ID, err)
 	}
 	client = traced(ctx, client, attribute.String("agentbox.assistant", a.ID), attribute.String("agentbox.user", user),
 		attribute.String("agentbox.chat", chat), attribute.String("agentbox.model", a.Sandbox.Run.Model))
@@ -167,31 +170,30 @@ func (p *ProxyRouter) Open(ctx context.Context, sb executor.Sandbox, a *Assistan
 		MaxConcurrent: p.opts.MaxConcurrent, Bodies: p.bodies, Logger: log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("middleware: model route of %q: %w", a.ID, err)
+		return nil, fmt.Errorf("modelroute: model route of %q: %w", a.ID, err)
 	}
 	ln, err := helper.ListenHostSocket(sb.HostDir(), helper.ModelSocket, uid, gid)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("middleware: model route: %w", err), proxy.Close())
+		return nil, errors.Join(fmt.Errorf("modelroute: model route: %w", err), proxy.Close())
 	}
 	go func() { _ = proxy.Serve(ln) }()
 	return &proxyRoute{proxy: proxy, ln: ln, base: relay.ModelBaseURL(), token: tok}, nil
 }
 
-// client is the upstream client of a's proxy: the router's own, or for an
-// OpenAI-compatible connector one whose transport translates the CLI's
-// Anthropic calls to Chat Completions over the router's transport.
-func (p *ProxyRouter) client(a *Assistant, log hclog.Logger) (*http.Client, error) {
+// client is the upstream client of a's proxy: the router's own, or for a
+// connector with a Translate one whose transport translates over the
+// router's (e.g. the CLI's Anthropic calls to Chat Completions).
+func (p *Router) client(a *middleware.Assistant, log hclog.Logger) (*http.Client, error) {
 	c := a.Sandbox.Connector
-	if c.OpenAI == nil {
+	if c.Translate == nil {
 		return p.opts.Client, nil
 	}
-	o := *c.OpenAI
-	o.BaseURL, o.APIKey, o.Model, o.Logger = c.Upstream, c.Key, a.Sandbox.Run.Model, log.Named("openai")
 	out := &http.Client{}
+	var base http.RoundTripper
 	if p.opts.Client != nil {
-		o.Client, out.Timeout = p.opts.Client.Transport, p.opts.Client.Timeout
+		base, out.Timeout = p.opts.Client.Transport, p.opts.Client.Timeout
 	}
-	t, err := anthropicopenai.New(o)
+	t, err := c.Translate(c, a.Sandbox.Run.Model, base, log)
 	if err != nil {
 		return nil, err
 	}
@@ -234,30 +236,11 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// sandboxUser parses Spec.User ("uid:gid"; "" is executor.DefaultUser,
-// which is no host account), the owner the model socket is given to.
-func sandboxUser(user string) (uid, gid int, err error) {
-	if user == "" {
-		return executor.DefaultUID, executor.DefaultGID, nil
-	}
-	u, g, _ := strings.Cut(user, ":")
-	if uid, err = strconv.Atoi(u); err == nil {
-		gid = uid
-		if g != "" {
-			gid, err = strconv.Atoi(g)
-		}
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("middleware: sandbox user %q is not uid:gid; set sandbox.user to numbers, e.g. \"1000:1000\"", user)
-	}
-	return uid, gid, nil
-}
-
 // newToken returns a per-request key for the container.
 func newToken() (string, error) {
 	var b [24]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("middleware: per-request token: %w", err)
+		return "", fmt.Errorf("modelroute: per-request token: %w", err)
 	}
 	return "abx-" + hex.EncodeToString(b[:]), nil
 }
