@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/hooks"
 )
 
@@ -40,12 +39,9 @@ type Options struct {
 	// report). The Orchestrator owns what it returns; when it also
 	// implements io.Closer it is closed in Close.
 	NewModelRouter func(ctx context.Context, log hclog.Logger) (ModelRouter, error)
-	// Tools serves the gateway's own tools to the agents (optional): for
-	// each run of an assistant whose MCP servers have tools registered
-	// here, a Session on mcp.sock in the sandbox's host directory, granted
-	// the assistant's allowed tools (Sandbox.Run.AllowedTools) and the
-	// request's identity, revoked when the run ends.
-	Tools *mcphost.Host
+	// Tools serves the gateway's own tools to the agents (optional; see
+	// ToolHost, and agentbox.MCPTools for executor/mcphost's Host).
+	Tools ToolHost
 	// ChatMemory backs the hooks' ctx.memory.chat (default: a fresh
 	// hooks.NewChatMemory with its default caps).
 	ChatMemory *hooks.ChatMemory

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/hooks"
 )
 
@@ -39,7 +39,7 @@ type run struct {
 	t     Timings
 	sb    executor.Sandbox
 	route ModelRoute
-	tools *mcphost.Session
+	tools io.Closer // the run's tool session, if any
 	hc    *hooks.Context
 	// session is the chat's CLI session, kept after a good run.
 	session *chatSession
@@ -310,27 +310,20 @@ func (r *run) start(ctx context.Context) error {
 	return nil
 }
 
-// openTools starts the run's MCP session when the gateway serves tools
-// and the assistant is granted some (its mcp__<server> allowed tools).
+// openTools starts the run's tool session when the gateway serves tools
+// (Options.Tools).
 func (r *run) openTools(sb executor.Sandbox) error {
 	host := r.o.opts.Tools
 	if host == nil {
 		return nil
 	}
-	allow := mcphost.AllowFromTools(r.a.Sandbox.Run.AllowedTools)
-	if len(allow) == 0 {
-		return nil
-	}
-	if sb.HostDir() == "" {
-		return errors.New("middleware: the sandbox has no host directory for the tools socket; run the executor with the helper")
-	}
 	uid, gid, err := executor.ParseUser(r.a.Sandbox.Spec.User)
 	if err != nil {
 		return err
 	}
-	s, err := host.Open(mcphost.OpenOptions{HostDir: sb.HostDir(), UID: uid, GID: gid, Sandbox: sb.ID(), Grant: mcphost.Grant{
-		Identity: mcphost.Identity{User: r.req.UserID, Chat: r.req.ChatID, Assistant: r.a.ID}, Allow: allow},
-		OnCall: r.toolEvent})
+	s, err := host.Open(ToolGrant{HostDir: sb.HostDir(), UID: uid, GID: gid, Sandbox: sb.ID(),
+		User: r.req.UserID, Chat: r.req.ChatID, Assistant: r.a.ID, AllowedTools: r.a.Sandbox.Run.AllowedTools,
+		OnShellCall: r.toolEvent})
 	if err != nil {
 		return err
 	}
@@ -338,20 +331,15 @@ func (r *run) openTools(sb executor.Sandbox) error {
 	return nil
 }
 
-// toolEvent streams a gateway tool call that the agent made through abx
-// from its shell as a tool use and its result (the agent CLI's stream only
-// shows the shell command). Calls through the CLI's MCP client are left
-// out: the CLI reports them itself.
-func (r *run) toolEvent(ev mcphost.CallEvent) {
-	if ev.Via != mcphost.ViaCLI {
+// toolEvent streams a gateway tool call that the agent made from its
+// shell as a tool use and its result (the agent CLI's stream only shows
+// the shell command).
+func (r *run) toolEvent(c ToolCall) {
+	if !c.Done {
+		_ = r.send(executor.Event{Kind: executor.EventToolUse, Tool: &executor.ToolUse{ID: c.ID, Name: c.Name, Input: c.Arguments}})
 		return
 	}
-	id := mcphost.ViaCLI + "-" + ev.ID
-	if !ev.Done {
-		_ = r.send(executor.Event{Kind: executor.EventToolUse, Tool: &executor.ToolUse{ID: id, Name: "mcp__" + ev.Server + "__" + ev.Tool, Input: ev.Arguments}})
-		return
-	}
-	_ = r.send(executor.Event{Kind: executor.EventToolResult, ToolResult: &executor.ToolResult{ToolUseID: id, Content: ev.Result.Text, IsError: ev.Result.IsError}})
+	_ = r.send(executor.Event{Kind: executor.EventToolResult, ToolResult: &executor.ToolResult{ToolUseID: c.ID, Content: c.Result, IsError: c.IsError}})
 }
 
 // teardown closes the model route and the sandbox on a context the caller

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
@@ -108,7 +109,7 @@ func newToolsE2E(t *testing.T) *toolsE2E {
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
 			return modelroute.New(modelroute.Options{}), nil
 		},
-		Tools: host,
+		Tools: agentbox.MCPTools(host),
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, env.o.Close()) })

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/executor/helper"
@@ -88,7 +89,7 @@ func (tr *toolsRun) handle(t *testing.T, allowed []string, noHostDir bool, agent
 		Catalog:     cat,
 		NewExecutor: func(context.Context, hclog.Logger) (executor.Executor, error) { return ex, nil },
 		Runners:     []executor.Runner{&scripted.Runner{}},
-		Tools:       host,
+		Tools:       agentbox.MCPTools(host),
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = o.Close() })

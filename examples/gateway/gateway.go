@@ -119,7 +119,7 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		return g, err
 	}
 	g.orch, err = middleware.New(ctx, middleware.Options{
-		Tools:   tools,
+		Tools:   agentbox.MCPTools(tools),
 		Catalog: cat,
 		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
 			return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,

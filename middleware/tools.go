@@ -1,0 +1,52 @@
+package middleware
+
+import (
+	"encoding/json"
+	"io"
+)
+
+// ToolHost serves the gateway's own tools to the agents: for each run, a
+// session on the sandbox's host directory (where the in-container helper
+// relays the agent's tool calls), granted the assistant's allowed tools
+// and the request's identity, closed (revoked) when the run ends.
+// agentbox.MCPTools adapts executor/mcphost's Host. Implementations are
+// safe for concurrent use.
+type ToolHost interface {
+	// Open starts serving one run as g says. It returns a nil session and
+	// no error when the host serves none of g.AllowedTools.
+	Open(g ToolGrant) (io.Closer, error)
+}
+
+// ToolGrant is what one run's agent may call, and who it is.
+type ToolGrant struct {
+	// HostDir is the sandbox's host directory (Sandbox.HostDir); UID and
+	// GID own what the session makes there (the sandbox user).
+	HostDir  string
+	UID, GID int
+	// Sandbox is the sandbox's id, for the handlers and the logs.
+	Sandbox string
+	// User, Chat and Assistant identify the request to the tools.
+	User, Chat, Assistant string
+	// AllowedTools are the assistant's allowed tools
+	// (Sandbox.Run.AllowedTools); the host serves the ones it has.
+	AllowedTools []string
+	// OnShellCall hears of each tool call the agent made from its shell,
+	// which the agent CLI's own stream does not show as a tool call: once
+	// when it starts and once when it ended, never after the session was
+	// closed, one at a time.
+	OnShellCall func(ToolCall)
+}
+
+// ToolCall is a tool call the agent made from its shell.
+type ToolCall struct {
+	// ID is unique within the run; Name is the tool's name as the agent
+	// CLI would show it (mcp__<server>__<tool>).
+	ID, Name string
+	// Arguments is the JSON object the agent sent.
+	Arguments json.RawMessage
+	// Done is false at the start and true at the end, when Result (the
+	// text the agent got) and IsError are set.
+	Done    bool
+	Result  string
+	IsError bool
+}
