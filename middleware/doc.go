@@ -35,9 +35,11 @@
 // Error.Retry tells whether sending the request again is safe.
 //
 // Adapters for wire protocols live in sub-packages (middleware/openai).
-// CatalogFromConfig turns a loaded config.Gateway into the Catalog, and
-// ProxyRouter is the ModelRouter for sandboxes with the in-container helper
-// (a per-run model proxy that keeps the connector's key on the host).
+// The module's root package agentbox wires a whole stack from a gateway
+// directory (agentbox.New, agentbox.CatalogFromConfig), and
+// middleware/modelroute is the ModelRouter for sandboxes with the
+// in-container helper (a per-run model proxy that keeps the connector's
+// key on the host).
 //
 // Telemetry: the Orchestrator records OpenTelemetry metrics and spans
 // through Options.MeterProvider and Options.TracerProvider (the global
@@ -58,7 +60,7 @@
 // when it ends) with a child per phase (agentbox.lease, agentbox.queue,
 // agentbox.container_start, agentbox.workspace, agentbox.create_hook,
 // agentbox.agent, agentbox.next_hook, agentbox.teardown), per tool call
-// (agentbox.tool_call, from tool use to result) and, with the ProxyRouter,
+// (agentbox.tool_call, from tool use to result) and, with modelroute's Router,
 // per upstream model call (agentbox.model_call, with the model and the
 // HTTP status; no trace context is sent upstream).
 //

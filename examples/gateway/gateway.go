@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -18,15 +17,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox"
-	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/config"
-	"github.com/agentbox/agentbox/cursor"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/middleware"
-	"github.com/agentbox/agentbox/middleware/modelroute"
 	"github.com/agentbox/agentbox/middleware/openai"
 )
 
@@ -75,6 +70,7 @@ type Gateway struct {
 	Config *config.Gateway
 
 	log     hclog.Logger
+	stack   *agentbox.Stack
 	orch    *middleware.Orchestrator
 	catalog middleware.Catalog
 	tel     *telemetry
@@ -103,14 +99,6 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 	if g.Config, err = g.load(o); err != nil {
 		return g, err
 	}
-	for _, p := range g.Config.Problems {
-		g.log.Warn("config: " + p.Error())
-	}
-	cat, err := agentbox.CatalogFromConfig(g.Config, agentbox.ConfigOptions{MCP: config.HelperRelay})
-	if err != nil {
-		return g, fmt.Errorf("assistants in %s: %w", o.Dir, err)
-	}
-	g.catalog = cat
 	if g.tel, err = newTelemetry(o.OTLPEndpoint); err != nil {
 		return g, err
 	}
@@ -118,28 +106,15 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 	if err := registerTools(tools); err != nil {
 		return g, err
 	}
-	g.orch, err = middleware.New(ctx, middleware.Options{
-		Tools:   agentbox.MCPTools(tools),
-		Catalog: cat,
-		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
-			return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
-				HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == ""})
-		},
-		Runners: []executor.Runner{claude.New(), cursor.New()},
-		NewModelRouter: func(_ context.Context, log hclog.Logger) (middleware.ModelRouter, error) {
-			return modelroute.New(modelroute.Options{Logger: log.Named("model")}), nil
-		},
-		Logger:         g.log.Named("agentbox"),
-		Admission:      o.Admission,
-		MeterProvider:  g.tel.meters,
-		TracerProvider: g.tel.tracers,
-		// Beside workspaces/, where executor/docker's retention removes a
-		// chat's sessions with its workspace.
-		SessionDir: filepath.Join(o.DataDir, "sessions"),
+	g.stack, err = agentbox.New(ctx, agentbox.Options{
+		Config: g.Config, DataDir: o.DataDir, HelperBinary: o.HelperBinary, HCLogger: g.log.Named("agentbox"),
+		Tools: tools, Admission: o.Admission, MeterProvider: g.tel.meters, TracerProvider: g.tel.tracers,
 	})
 	if err != nil {
 		return g, err
 	}
+	g.orch, g.catalog = g.stack.Orchestrator, g.stack.Catalog
+	cat := g.stack.Catalog
 	next := &direct{assistants: g.Config.Assistants}
 	api, err := openai.New(openai.Options{Handler: middleware.Chain(next, g.orch.Wrap), Catalog: cat, Logger: g.log.Named("http")})
 	if err != nil {

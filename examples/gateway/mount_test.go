@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/internal/scriptedapi"
-	"github.com/agentbox/agentbox/middleware/openai"
 )
 
 // TestMountInFrontOfAServeMux: a gateway whose http.ServeMux already
@@ -43,7 +42,7 @@ func TestMountInFrontOfAServeMux(t *testing.T) {
 	})
 
 	// The one call.
-	srv := httptest.NewServer(openai.Middleware(openai.Options{Handler: g.orch.Handler(), Catalog: g.catalog})(own))
+	srv := httptest.NewServer(g.stack.Middleware(own))
 	defer srv.Close()
 
 	res, err := chatRequest(context.Background(), newClient(srv.URL, demoUser, "mounted"), "mounted", demoPrompt, func(extension, string) {})

@@ -1,0 +1,160 @@
+package agentbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/config"
+	"github.com/agentbox/agentbox/cursor"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/executor/mcphost"
+	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/modelroute"
+	"github.com/agentbox/agentbox/middleware/openai"
+)
+
+// Options configure New. Dir (or Config) and DataDir are required; the
+// rest has working defaults.
+type Options struct {
+	// Dir is the gateway directory (assistants/ and connectors/), loaded
+	// with config.Load and LookupEnv (os.LookupEnv when nil). Config, when
+	// set, is used instead: a directory the caller loaded (and perhaps
+	// adjusted) itself.
+	Dir       string
+	LookupEnv func(string) (string, bool)
+	Config    *config.Gateway
+	// DataDir holds the chats' workspaces, their agent sessions and the
+	// sandboxes' host directories (made 0700).
+	DataDir string
+	// HelperBinary, when set, is bind-mounted into every sandbox as its
+	// helper (any image works); otherwise the image's own helper runs
+	// (agentbox/sandbox-* images carry it).
+	HelperBinary string
+	// Logger receives every log line; HCLogger instead for gateways on
+	// hclog. Both nil: nothing is logged.
+	Logger   *slog.Logger
+	HCLogger hclog.Logger
+	// Tools are the gateway's own tools for the agents (optional).
+	Tools *mcphost.Host
+	// Admission bounds the sandboxes at once and queues the rest (the
+	// zero value derives its bounds from this machine).
+	Admission middleware.Admission
+	// Model configures the model route (budgets, allowed models, caps);
+	// its Logger is set by New.
+	Model modelroute.Options
+	// MeterProvider and TracerProvider receive the metrics and spans
+	// (OpenTelemetry's global providers when nil).
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+	// HTTP configures the OpenAI-compatible adapter of Middleware and
+	// Handler; its Handler, Catalog, Logger and Next are set by New.
+	HTTP openai.Options
+}
+
+// Stack is agentbox wired from a gateway directory: the Docker executor
+// with the in-container helper, the model route that keeps connector keys
+// on the host, the MCP relay, the Claude and Cursor runners, the hooks,
+// sessions and admission control, and the OpenAI-compatible HTTP adapter.
+type Stack struct {
+	// Config is the loaded gateway directory.
+	Config *config.Gateway
+	// Catalog holds its assistants.
+	Catalog *middleware.StaticCatalog
+	// Orchestrator answers the sandboxed assistants' requests.
+	Orchestrator *middleware.Orchestrator
+
+	log  hclog.Logger
+	http openai.Options
+}
+
+// New loads the gateway directory and wires a working stack. It fails,
+// naming what to fix, when an assistant could not run: a config or hook
+// error, an assistant whose runner is missing, no Docker daemon. What it
+// opened is closed again when a later step fails. Close the Stack when
+// done.
+func New(ctx context.Context, o Options) (*Stack, error) {
+	log := o.HCLogger
+	switch {
+	case log != nil:
+	case o.Logger != nil:
+		log = SlogLogger(o.Logger)
+	default:
+		log = hclog.NewNullLogger()
+	}
+	if o.DataDir == "" {
+		return nil, errors.New("agentbox: Options.DataDir is required: where the chats' workspaces live")
+	}
+	cfg := o.Config
+	if cfg == nil {
+		if o.Dir == "" {
+			return nil, errors.New("agentbox: Options.Dir (the gateway directory) or Options.Config is required")
+		}
+		var err error
+		if cfg, err = config.Load(o.Dir, config.LoadOptions{LookupEnv: o.LookupEnv}); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range cfg.Problems {
+		log.Warn("config: " + p.Error())
+	}
+	// The helper relays the MCP servers, the model traffic and the tools:
+	// the three settings that must agree are made here together.
+	cat, err := CatalogFromConfig(cfg, ConfigOptions{MCP: config.HelperRelay})
+	if err != nil {
+		return nil, fmt.Errorf("agentbox: assistants in %s: %w", cfg.Dir, err)
+	}
+	s := &Stack{Config: cfg, Catalog: cat, log: log}
+	mo := o.Model
+	mo.Logger = log.Named("model")
+	mwo := middleware.Options{
+		Catalog: cat,
+		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
+			return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
+				HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == ""})
+		},
+		Runners: []executor.Runner{claude.New(), cursor.New()},
+		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
+			return modelroute.New(mo), nil
+		},
+		Logger:         log,
+		Admission:      o.Admission,
+		MeterProvider:  o.MeterProvider,
+		TracerProvider: o.TracerProvider,
+		// Beside workspaces/, where executor/docker's retention removes a
+		// chat's sessions with its workspace.
+		SessionDir: filepath.Join(o.DataDir, "sessions"),
+	}
+	if o.Tools != nil {
+		mwo.Tools = MCPTools(o.Tools)
+	}
+	if s.Orchestrator, err = middleware.New(ctx, mwo); err != nil {
+		return nil, err
+	}
+	s.http = o.HTTP
+	s.http.Handler, s.http.Catalog, s.http.Logger = s.Orchestrator.Handler(), cat, log.Named("http")
+	return s, nil
+}
+
+// Middleware wraps the gateway's own handler: chat completions for the
+// sandboxed assistants are answered by agentbox, every other request
+// (other models included) reaches next with its body intact, and
+// GET /v1/models lists both.
+func (s *Stack) Middleware(next http.Handler) http.Handler {
+	return openai.Middleware(s.http)(next)
+}
+
+// Handler serves the sandboxed assistants alone (404 for other models).
+func (s *Stack) Handler() (http.Handler, error) { return openai.New(s.http) }
+
+// Close drains the runs in flight and releases what New opened.
+func (s *Stack) Close() error { return s.Orchestrator.Close() }
