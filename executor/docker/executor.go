@@ -43,6 +43,9 @@ type Executor struct {
 	inflight   sync.WaitGroup // creates under way
 	warnedUIDs sync.Map       // sandbox uids already checked against the host's accounts
 
+	// sandboxesTmpfs: this executor mounted the tmpfs at {data}/sandboxes.
+	sandboxesTmpfs bool
+
 	// noHostKill turns the host-side kill path off (tests of the script).
 	noHostKill bool
 
@@ -127,6 +130,11 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		_ = e.inst.Close()
 		_ = root.Close()
 		return nil, err
+	}
+	if e.quota.mode() == QuotaLoop {
+		if e.sandboxesTmpfs, err = e.mountSandboxesTmpfs(); err != nil {
+			e.logger.Warn("host dirs stay on the data directory's filesystem; containers see its path in their mountinfo", "error", err)
+		}
 	}
 	e.rec = e.newReconciler()
 	e.ret = e.newRetention()
@@ -622,6 +630,7 @@ func (e *Executor) Close() error {
 		errs = append(errs, s.Close(context.Background()))
 	}
 	e.unmountImages()
+	e.unmountSandboxesTmpfs()
 	// Our lock file goes while we still hold it; reconcilers that look
 	// afterwards find no file, which also means "gone".
 	if err := e.root.Remove(instanceLockName(e.o.InstanceID)); err != nil && !errors.Is(err, os.ErrNotExist) {
