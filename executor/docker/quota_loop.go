@@ -158,6 +158,17 @@ func (l *loopQuota) beforePrepare(user, chat string) error {
 		if err := syscall.Unmount(legacyDir, 0); err != nil {
 			return fmt.Errorf("workspace quota: unmount the legacy workspace %s before moving it (is a container of an older gateway still on it?): %w", legacyDir, err)
 		}
+		// The loop device lets go of the image shortly after the unmount.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for {
+			_ = detachStale(ctx, legacyImg)
+			out, err := toolOutput(ctx, "losetup", "-n", "-O", "NAME", "-j", legacyImg)
+			if err == nil && strings.TrimSpace(out) == "" || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	name := l.imageName(user, chat)
 	if _, err := l.root.Lstat(name); !isNotExistErr(err) {
