@@ -82,3 +82,49 @@ func TestRunscEndToEnd(t *testing.T) {
 	assert.Equal(t, "", strings.TrimSpace(mustRun(t, sb, "pgrep -x sleep || true")), "the killed command is gone")
 	require.NoError(t, sb.Close(context.Background()))
 }
+
+// BenchmarkRuntime compares runc and runsc in one run, helper path: ready
+// (Create until a command can run), exec (one `true`), and cli (`claude
+// --version`, the CLI's start-up):
+//
+//	go test -run '^$' -bench Runtime -benchtime 5x ./executor/docker/
+func BenchmarkRuntime(b *testing.B) {
+	requireRunsc(b)
+	bin := testenv.HelperBinary(b)
+	ctx := context.Background()
+	for _, rt := range []string{"runc", "runsc"} {
+		spec := testSpec("bench-" + rt)
+		spec.Runtime = rt
+		e := newTestExecutor(b, func(o *Options) { o.HelperBinary = bin })
+		b.Run("ready/"+rt, func(b *testing.B) {
+			for b.Loop() {
+				sb, err := e.Create(ctx, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := sb.Close(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+		sb, err := e.Create(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for name, args := range map[string][]string{"exec": {"true"}, "cli": {"claude", "--version"}} {
+			b.Run(name+"/"+rt, func(b *testing.B) {
+				for b.Loop() {
+					res, err := sb.Exec(ctx, &executor.Cmd{Args: args})
+					if err != nil || res.ExitCode != 0 {
+						b.Fatalf("%v: exit %d, %v", args, res.ExitCode, err)
+					}
+				}
+			})
+		}
+		if err := sb.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
