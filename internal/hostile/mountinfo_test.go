@@ -1,6 +1,8 @@
 package hostile_test
 
 import (
+	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -8,9 +10,31 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/docker/docker/client"
+
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/internal/hostile"
+	"github.com/agentbox/agentbox/middleware"
 )
+
+// requireRunsc skips unless the daemon has a "runsc" runtime; under CI it
+// fails only when AGENTBOX_RUNSC=1 asked for it (.ci/setup registers it).
+func requireRunsc(t *testing.T) {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	require.NoError(t, err)
+	defer func() { _ = cli.Close() }()
+	info, err := cli.Info(context.Background())
+	require.NoError(t, err)
+	if _, ok := info.Runtimes["runsc"]; ok {
+		return
+	}
+	msg := "the Docker daemon has no runsc runtime; install runsc and register it (AGENTBOX_RUNSC=1 .ci/setup)"
+	if os.Getenv("CI") == "true" && os.Getenv("AGENTBOX_RUNSC") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
 
 // TestAttackReadHostPathsFromMounts is the "neutral paths" item of issue
 // 14's finding 8: through the real CLI's Bash the agent reads everything
@@ -32,13 +56,25 @@ func TestAttackReadHostPathsFromMounts(t *testing.T) {
 		`cat /proc/net/unix; echo ===; ls -la /run/agentbox /workspace; echo probe-done`
 	for name, tc := range map[string]struct {
 		quota       docker.QuotaMode
+		runtime     string
 		hideDataDir bool
 	}{
 		"loop":     {quota: docker.QuotaLoop, hideDataDir: true},
 		"watchdog": {quota: docker.QuotaWatchdog},
+		// gVisor, end to end: the real CLI, the helper's and the model
+		// proxy's sockets, the workspace.
+		"runsc": {quota: docker.QuotaWatchdog, runtime: "runsc"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			env := hostile.New(t, hostile.Options{Executor: func(o *docker.Options) { o.Quota = tc.quota }})
+			if tc.runtime == "runsc" {
+				requireRunsc(t)
+			}
+			env := hostile.New(t, hostile.Options{
+				Executor: func(o *docker.Options) { o.Quota = tc.quota },
+				Assistants: []hostile.Assistant{{Configure: func(a *middleware.Assistant) {
+					a.Sandbox.Spec.Runtime = tc.runtime
+				}}},
+			})
 			// Another tenant's chat first: in loop mode its image is a loop
 			// device whose backing file any container could read.
 			other := env.Run(t, hostile.Turn{User: "u-victim-9c1", Chat: "c-victim-chat-77", Steps: []hostile.Step{hostile.Bash("echo hi > note")}})
@@ -50,6 +86,9 @@ func TestAttackReadHostPathsFromMounts(t *testing.T) {
 			out := r.Steps[0].Output
 			require.Contains(t, out, "probe-done", "the probe ran to the end")
 			require.Contains(t, out, " /workspace ", "mountinfo lists the workspace mount")
+			if tc.runtime == "runsc" {
+				require.NotNil(t, r.Init, "the CLI started under gVisor")
+			}
 			t.Logf("what the agent read:\n%s", out)
 
 			for _, id := range []string{user, chat, "mallory", "nightshade", "u-victim-9c1", "c-victim-chat-77", "victim"} {
