@@ -63,7 +63,8 @@
 // "/", and New mounts a tmpfs at {data}/sandboxes, unmounted by Close when
 // no other instance uses it); a bind-mounted Options.HelperBinary's host
 // path (Options.UseImageHelper avoids it); Docker's own paths
-// (/var/lib/docker/containers/{id}/hostname and the overlay layers).
+// (/var/lib/docker/containers/{id}/hostname and the overlay layers). Under
+// runsc (gVisor) the sandbox's mountinfo shows every root as "/".
 //
 // Each workspace has a disk and inode quota (Spec.DiskBytes, Spec.Inodes).
 // By default a watchdog measures the workspace every Options.QuotaInterval
