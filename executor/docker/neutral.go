@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,6 +53,11 @@ func (e *Executor) mountSandboxesTmpfs() (bool, error) {
 	}
 	if mounted, err := isMountPoint(real); err != nil || mounted {
 		return false, err
+	}
+	// Host dirs already there belong to live sandboxes of a gateway that
+	// does not mount one (an older version): hiding them would cut it off.
+	if n, err := dirEntries(real); err != nil || n > 0 {
+		return false, errors.Join(err, fmt.Errorf("%s holds %d host dirs of running sandboxes; the tmpfs is mounted once it is empty (restart when they are gone)", real, n))
 	}
 	if err := syscall.Mount("tmpfs", real, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, sandboxesTmpfsOptions); err != nil {
 		return false, fmt.Errorf("mount a tmpfs for the host dirs at %s: %w", real, err)

@@ -57,3 +57,25 @@ func TestCreateMigratesLegacyWorkspace(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxesTmpfs: in loop mode the host dirs live on a tmpfs the
+// executor mounts at {data}/sandboxes (so containers see "/{id}" as its
+// root) and unmounts at Close; a sandboxes dir that already holds host
+// dirs (a gateway that does not mount one) is left alone.
+func TestSandboxesTmpfs(t *testing.T) {
+	e := newLoopExecutor(t)
+	dir := filepath.Join(e.o.DataDir, sandboxesDir)
+	require.True(t, mountedAt(t, dir), "a tmpfs on %s", dir)
+	sb := create(t, e, testSpec("tmpfs"))
+	assert.Equal(t, "/"+sb.sandboxID, mustRun(t, sb, `awk '$5 == "/run/agentbox" {print $4}' /proc/self/mountinfo`),
+		"the container sees the host dir's path within the tmpfs only")
+	require.NoError(t, sb.Close(context.Background()))
+	require.NoError(t, e.Close())
+	assert.False(t, mountedAt(t, dir), "Close unmounts it")
+
+	busy := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(busy, sandboxesDir, "0123456789abcdef"), 0o700))
+	e2 := newLoopExecutor(t, func(o *Options) { o.DataDir = busy })
+	assert.False(t, mountedAt(t, filepath.Join(busy, sandboxesDir)), "host dirs of another gateway are not hidden")
+	_ = e2
+}
