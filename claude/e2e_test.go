@@ -206,7 +206,9 @@ func (r e2eRun) ofKind(k executor.EventKind) []executor.Event {
 // workspaceFile reads a file of a chat's workspace straight from the host.
 func (env *e2eEnv) workspaceFile(t testing.TB, chat, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(env.dataDir, "workspaces", "u1", "chat-"+chat, name))
+	dir, err := executor.WorkspaceDir(env.dataDir, "u1", chat)
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	require.NoError(t, err)
 	return string(b)
 }

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,11 +49,13 @@ func ValidateID(kind, id string) error {
 	return nil
 }
 
-// PrepareWorkspace creates {dataDir}/workspaces/{user}/chat-{chat} through
-// an os.Root opened on dataDir (never following a symlink below dataDir;
-// both ids validated with ValidateID), and returns its path. The user and
-// chat directories it creates are chowned to uid:gid (-1 leaves that id);
-// the shared "workspaces" directory stays owned by the calling process.
+// PrepareWorkspace creates the chat's workspace, {dataDir}/ws/{name} with
+// a name that carries no id (see WorkspaceLayout), through an os.Root
+// opened on dataDir (never following a symlink below dataDir; both ids
+// validated with ValidateID), and returns its path. A workspace of the
+// legacy layout ({dataDir}/workspaces/{user}/chat-{chat}) is moved there
+// first. The chat directory it creates is chowned to uid:gid (-1 leaves
+// that id); the shared "ws" directory stays owned by the calling process.
 // An existing workspace is reused as it is.
 func PrepareWorkspace(dataDir, user, chat string, uid, gid int) (string, error) {
 	if err := ValidateID("user id", user); err != nil {
@@ -66,29 +67,42 @@ func PrepareWorkspace(dataDir, user, chat string, uid, gid int) (string, error) 
 	if dataDir == "" {
 		return "", fmt.Errorf("prepare workspace: data directory is empty; configure one: %w", ErrInvalid)
 	}
-	root, err := os.OpenRoot(dataDir)
+	l, err := OpenWorkspaceLayout(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("prepare workspace: %w", err)
+	}
+	return l.Prepare(user, chat, uid, gid)
+}
+
+// Prepare is PrepareWorkspace with this layout's key; the ids must be
+// valid (ValidateID).
+func (l *WorkspaceLayout) Prepare(user, chat string, uid, gid int) (string, error) {
+	root, err := os.OpenRoot(l.dataDir)
 	if err != nil {
 		return "", fmt.Errorf("prepare workspace: open data directory: %w", err)
 	}
 	defer func() { _ = root.Close() }()
+	if err := l.migrate(root, user, chat); err != nil {
+		return "", fmt.Errorf("prepare workspace: %w", err)
+	}
 	top, err := root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return "", fmt.Errorf("prepare workspace: open data directory: %w", err)
 	}
 	defer func() { _ = top.Close() }()
 
-	const display = "workspaces"
-	ws, err := openDirs(int(top.Fd()), display, []string{"workspaces"}, true, false, [2]int{-1, -1})
+	ws, err := openDirs(int(top.Fd()), WorkspacesDir, []string{WorkspacesDir}, true, false, [2]int{-1, -1})
 	if err != nil {
 		return "", fmt.Errorf("prepare workspace: %w", err)
 	}
 	defer func() { _ = syscall.Close(ws) }()
-	chatDir, err := openDirs(ws, display+"/"+user+"/chat-"+chat, []string{user, "chat-" + chat}, true, false, [2]int{uid, gid})
+	name := l.Name(user, chat)
+	chatDir, err := openDirs(ws, WorkspacesDir+"/"+name, []string{name}, true, false, [2]int{uid, gid})
 	if err != nil {
 		return "", fmt.Errorf("prepare workspace: %w", err)
 	}
 	_ = syscall.Close(chatDir)
-	return filepath.Join(dataDir, "workspaces", user, "chat-"+chat), nil
+	return l.Dir(user, chat), nil
 }
 
 // WorkspaceOptions configures a Workspace.

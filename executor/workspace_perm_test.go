@@ -24,8 +24,8 @@ func TestWorkspaceNotWorldReadable(t *testing.T) {
 	defer func() { _ = ws.Close() }()
 	require.NoError(t, ws.WriteFile(context.Background(), "sub/dir/f.txt", []byte("secret")))
 	for _, p := range []string{
-		filepath.Join(data, "workspaces"),
-		filepath.Join(data, "workspaces", "u"),
+		filepath.Join(data, WorkspacesDir),
+		filepath.Join(data, WorkspaceKeyFile),
 		dir,
 		filepath.Join(dir, "sub"),
 		filepath.Join(dir, "sub", "dir"),

@@ -67,7 +67,11 @@ func TestPrepareWorkspace(t *testing.T) {
 	data := t.TempDir()
 	dir, err := executor.PrepareWorkspace(data, "alice", "c1", -1, -1)
 	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(data, "workspaces", "alice", "chat-c1"), dir)
+	want, err := executor.WorkspaceDir(data, "alice", "c1")
+	require.NoError(t, err)
+	assert.Equal(t, want, dir)
+	assert.Equal(t, filepath.Join(data, executor.WorkspacesDir), filepath.Dir(dir))
+	assert.Regexp(t, `^[0-9a-f]{32}$`, filepath.Base(dir), "the name is a hash, no id")
 	fi, err := os.Lstat(dir)
 	require.NoError(t, err)
 	assert.True(t, fi.IsDir())
@@ -90,11 +94,10 @@ func TestPrepareWorkspaceRefusesBadIDs(t *testing.T) {
 	assert.Empty(t, entries, "nothing is created for a bad id")
 }
 
-func TestPrepareWorkspaceRefusesSymlinkedUserDir(t *testing.T) {
+func TestPrepareWorkspaceRefusesSymlinkedWorkspacesDir(t *testing.T) {
 	data := t.TempDir()
 	outside := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(data, "workspaces"), 0o755))
-	require.NoError(t, os.Symlink(outside, filepath.Join(data, "workspaces", "alice")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(data, executor.WorkspacesDir)))
 
 	_, err := executor.PrepareWorkspace(data, "alice", "c1", -1, -1)
 	require.ErrorIs(t, err, executor.ErrPathEscapes)
@@ -108,11 +111,9 @@ func TestPrepareWorkspaceChownsNewDirs(t *testing.T) {
 	data := t.TempDir()
 	dir, err := executor.PrepareWorkspace(data, "alice", "c1", 1000, 1001)
 	require.NoError(t, err)
-	for _, p := range []string{dir, filepath.Dir(dir)} {
-		uid, gid := owner(t, p)
-		assert.Equal(t, [2]int{1000, 1001}, [2]int{uid, gid}, p)
-	}
-	uid, _ := owner(t, filepath.Join(data, "workspaces"))
+	uid, gid := owner(t, dir)
+	assert.Equal(t, [2]int{1000, 1001}, [2]int{uid, gid}, dir)
+	uid, _ = owner(t, filepath.Join(data, executor.WorkspacesDir))
 	assert.Equal(t, 0, uid, "the shared workspaces directory stays the gateway's")
 }
 

@@ -168,7 +168,8 @@ func TestE2ERealSandbox(t *testing.T) {
 	assert.Contains(t, skills, "greet", "the assistant's skill was placed in .claude/skills/")
 	assert.Equal(t, scriptedapi.DemoContent, nextSaw, "Next ran before teardown and saw the agent's file")
 
-	ws := filepath.Join(env.dataDir, "workspaces", "alice", "chat-1")
+	ws, err := executor.WorkspaceDir(env.dataDir, "alice", "1")
+	require.NoError(t, err)
 	got, err := os.ReadFile(filepath.Join(ws, scriptedapi.DemoFile))
 	require.NoError(t, err)
 	assert.Equal(t, scriptedapi.DemoContent, string(got), "the agent's file outlives the container")

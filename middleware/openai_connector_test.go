@@ -50,7 +50,9 @@ func TestE2EOpenAIConnector(t *testing.T) {
 	require.NoError(t, stream.Err())
 	assert.Contains(t, text.String(), "printed: "+strings.TrimSpace(scriptedopenai.DemoContent))
 	assert.Positive(t, last.Usage.PromptTokens, "the proxy metered the translated usage")
-	got, err := os.ReadFile(filepath.Join(env.dataDir, "workspaces", "alice", "chat-oai", scriptedopenai.DemoFile))
+	wsDir, err := executor.WorkspaceDir(env.dataDir, "alice", "oai")
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(wsDir, scriptedopenai.DemoFile))
 	require.NoError(t, err)
 	assert.Equal(t, scriptedopenai.DemoContent, string(got))
 

@@ -86,7 +86,11 @@ func runDemo(ctx context.Context, g *Gateway, dataDir string, out io.Writer) err
 	}
 	p("\nfinish_reason: %s\nusage: prompt_tokens=%d completion_tokens=%d total_tokens=%d\n",
 		res.Finish, res.Usage.PromptTokens, res.Usage.CompletionTokens, res.Usage.TotalTokens)
-	res.File = filepath.Join(dataDir, "workspaces", demoUser, "chat-"+chat, scriptedapi.DemoFile)
+	wsDir, err := executor.WorkspaceDir(dataDir, demoUser, chat)
+	if err != nil {
+		return fmt.Errorf("demo request: %w", err)
+	}
+	res.File = filepath.Join(wsDir, scriptedapi.DemoFile)
 	if g.Model == nil {
 		p("\n(real model: the file it wrote, if any, is under %s)\n", filepath.Dir(res.File))
 		return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 )
 
@@ -57,5 +58,7 @@ func TestFaultContainerRemovedMidRun(t *testing.T) {
 	res, err := demoRequest(ctx, g.URL, chat, demoPrompt, func(extension, string) {})
 	require.NoError(t, err, "the next request on the chat works")
 	assert.True(t, strings.Contains(res.Content, strings.TrimSpace(scriptedapi.DemoContent)), "%q", res.Content)
-	assert.FileExists(t, filepath.Join(data, "workspaces", demoUser, "chat-"+chat, scriptedapi.DemoFile))
+	wsDir, err := executor.WorkspaceDir(data, demoUser, chat)
+	require.NoError(t, err)
+	assert.FileExists(t, filepath.Join(wsDir, scriptedapi.DemoFile))
 }

@@ -79,7 +79,7 @@ func TestDemo(t *testing.T) {
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	require.Equal(t, 0, code)
 	assert.Contains(t, stderr.String(), "OFFLINE DEMO", "the log says loudly that the model is scripted")
-	files, err := filepath.Glob(filepath.Join(data, "workspaces", demoUser, "chat-demo-*", scriptedapi.DemoFile))
+	files, err := filepath.Glob(filepath.Join(data, executor.WorkspacesDir, "*", scriptedapi.DemoFile))
 	require.NoError(t, err)
 	require.Len(t, files, 1, "the agent's file is in the chat's workspace")
 	got, err := os.ReadFile(files[0])
@@ -177,7 +177,7 @@ func TestPlainAssistantPassesThrough(t *testing.T) {
 	assert.Equal(t, u.InputTokens, resp.Usage.PromptTokens)
 	assert.Equal(t, u.OutputTokens, resp.Usage.CompletionTokens)
 	assert.Empty(t, managedContainers(t, data), "no sandbox for a plain assistant")
-	assert.NoDirExists(t, filepath.Join(data, "workspaces", "alice"), "no workspace either")
+	assert.NoDirExists(t, filepath.Join(data, executor.WorkspacesDir), "no workspace either")
 }
 
 // interval is when a request's sandbox was up, as the client saw it.
@@ -255,7 +255,7 @@ func TestParallelRequests(t *testing.T) {
 			}
 		}
 	}
-	chats, err := filepath.Glob(filepath.Join(data, "workspaces", demoUser, "chat-*", scriptedapi.DemoFile))
+	chats, err := filepath.Glob(filepath.Join(data, executor.WorkspacesDir, "*", scriptedapi.DemoFile))
 	require.NoError(t, err)
 	assert.Len(t, chats, 21, "10 warmup + 10 + 1 chat workspaces, each with the agent's file")
 

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 )
 
@@ -48,7 +49,9 @@ func TestMountInFrontOfAServeMux(t *testing.T) {
 	res, err := chatRequest(context.Background(), newClient(srv.URL, demoUser, "mounted"), "mounted", demoPrompt, func(extension, string) {})
 	require.NoError(t, err)
 	assert.Contains(t, res.Content, strings.TrimSpace(scriptedapi.DemoContent))
-	assert.FileExists(t, filepath.Join(data, "workspaces", demoUser, "chat-mounted", scriptedapi.DemoFile), "the agent ran in a sandbox")
+	wsDir, err := executor.WorkspaceDir(data, demoUser, "mounted")
+	require.NoError(t, err)
+	assert.FileExists(t, filepath.Join(wsDir, scriptedapi.DemoFile), "the agent ran in a sandbox")
 
 	plain := []byte(`{"model": "gpt-own",   "messages": [{"role": "user", "content": "hi"}], "x_vendor": {"keep": [1, 2]}}`)
 	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", bytes.NewReader(plain))

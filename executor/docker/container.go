@@ -214,6 +214,7 @@ func (p plan) containerConfig(o Options, sandboxID, workspaceDir, hostDir string
 			o.Home: tmpfs("0700"),
 		},
 		Mounts:       mounts,
+		MaskedPaths:  maskedPaths,
 		NetworkMode:  container.NetworkMode(p.spec.Network),
 		LogConfig:    container.LogConfig{Type: "none"},
 		Runtime:      p.spec.Runtime,

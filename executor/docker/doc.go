@@ -46,10 +46,25 @@
 // files 0600, and the sandbox runs as executor.DefaultUser (uid 100000), which New
 // checks against /etc/passwd and warns about when it is a host account;
 // files the agent makes keep its own umask but sit behind DataDir's 0700.
-// Inside the container, /proc/net/unix lists container paths only; the
-// bind mounts' roots in /proc/self/mountinfo still show the workspace's
-// host path ({data}/workspaces/{user}/chat-{chat}) and the host dir's,
-// because the kernel shows a bind mount's path within its filesystem.
+//
+// Neutral paths: the kernel shows a bind mount's root in the container's
+// /proc/self/mountinfo as the source's path within its filesystem, so no
+// host name carries a tenant id. Workspaces are {data}/ws/{name}, name a
+// keyed hash of user and chat (executor.WorkspaceLayout; legacy
+// workspaces/{user}/chat-{chat} directories and quota/{user}/chat-{chat}.img
+// images are renamed on a chat's first Create); host dirs are
+// {data}/sandboxes/{random id}; host sockets are bound as
+// /proc/self/fd/N/name, the address their accepted ends show in the
+// sandbox's /proc/net/unix; /sys/devices/virtual/block is masked, since
+// every loop device's backing file path is readable there. Still visible:
+// with the watchdog quota, DataDir's path within its filesystem (a DataDir
+// that is its own mount shows only /ws/... and /sandboxes/...); with
+// QuotaLoop, nothing of DataDir (the workspace is its own filesystem, root
+// "/", and New mounts a tmpfs at {data}/sandboxes, unmounted by Close when
+// no other instance uses it); a bind-mounted Options.HelperBinary's host
+// path (Options.UseImageHelper avoids it); Docker's own paths
+// (/var/lib/docker/containers/{id}/hostname and the overlay layers). Under
+// runsc (gVisor) the sandbox's mountinfo shows every root as "/".
 //
 // Each workspace has a disk and inode quota (Spec.DiskBytes, Spec.Inodes).
 // By default a watchdog measures the workspace every Options.QuotaInterval

@@ -121,7 +121,7 @@ done`, canaryDir)}})
 	}()
 	// Let the swapper start before counting.
 	require.Eventually(t, func() bool {
-		_, err := os.Lstat(filepath.Join(e.o.DataDir, "workspaces", "u1", "chat-race", "x"))
+		_, err := os.Lstat(filepath.Join(e.layout.Dir("u1", "race"), "x"))
 		return err == nil
 	}, 10*time.Second, time.Millisecond)
 

@@ -29,6 +29,7 @@ type Executor struct {
 	logger hclog.Logger
 	leases *executor.Leases
 	root   *os.Root // DataDir
+	layout *executor.WorkspaceLayout
 	inst   *fileLock
 	quota  quotaEnforcer
 	// daemonHost names the daemon in errors ("unix:///var/run/docker.sock").
@@ -41,6 +42,9 @@ type Executor struct {
 
 	inflight   sync.WaitGroup // creates under way
 	warnedUIDs sync.Map       // sandbox uids already checked against the host's accounts
+
+	// sandboxesTmpfs: this executor mounted the tmpfs at {data}/sandboxes.
+	sandboxesTmpfs bool
 
 	// noHostKill turns the host-side kill path off (tests of the script).
 	noHostKill bool
@@ -89,7 +93,11 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 	if err := privateDataDir(o.DataDir, o.Logger); err != nil {
 		return nil, err
 	}
-	for _, dir := range []string{"workspaces", "sandboxes", "instances", locksDir} {
+	layout, err := executor.OpenWorkspaceLayout(o.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("docker executor: %w", err)
+	}
+	for _, dir := range []string{executor.WorkspacesDir, sandboxesDir, "instances", locksDir} {
 		if err := os.MkdirAll(filepath.Join(o.DataDir, dir), 0o700); err != nil {
 			return nil, fmt.Errorf("docker executor: create %s: %w", filepath.Join(o.DataDir, dir), err)
 		}
@@ -104,6 +112,7 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		logger:  o.Logger.Named("docker").With("instance", o.InstanceID),
 		leases:  executor.NewLeases(),
 		root:    root,
+		layout:  layout,
 		open:    map[string]*Sandbox{},
 		pending: map[string]bool{},
 		stopBg:  make(chan struct{}),
@@ -117,10 +126,15 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		_ = root.Close()
 		return nil, err
 	}
-	if e.quota, err = newQuota(o, root, e.logger); err != nil {
+	if e.quota, err = newQuota(o, root, layout, e.logger); err != nil {
 		_ = e.inst.Close()
 		_ = root.Close()
 		return nil, err
+	}
+	if e.quota.mode() == QuotaLoop {
+		if e.sandboxesTmpfs, err = e.mountSandboxesTmpfs(); err != nil {
+			e.logger.Warn("host dirs stay on the data directory's filesystem; containers see its path in their mountinfo", "error", err)
+		}
 	}
 	e.rec = e.newReconciler()
 	e.ret = e.newRetention()
@@ -341,7 +355,10 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 	if err := checkFreeSpace(e.o.DataDir, e.o.MinFreeBytes); err != nil {
 		return nil, err
 	}
-	wsDir, err := executor.PrepareWorkspace(e.o.DataDir, p.spec.UserID, p.spec.ChatID, p.uid, p.gid)
+	if err := e.quota.beforePrepare(p.spec.UserID, p.spec.ChatID); err != nil {
+		return nil, err
+	}
+	wsDir, err := e.layout.Prepare(p.spec.UserID, p.spec.ChatID, p.uid, p.gid)
 	if err != nil {
 		return nil, err
 	}
@@ -514,7 +531,7 @@ func chatLockName(user, chat string) string {
 // legacyChatLockName is where versions before the locks directory kept the
 // chat's lock, next to its workspace; the retention sweep removes them.
 func legacyChatLockName(user, chat string) string {
-	return filepath.Join("workspaces", user, "chat-"+chat+".lock")
+	return filepath.Join(executor.LegacyWorkspacesDir, user, "chat-"+chat+".lock")
 }
 
 // touchChat records the chat's last use.
@@ -525,10 +542,14 @@ func (e *Executor) touchChat(user, chat string) {
 	}
 }
 
+// sandboxesDir holds the sandboxes' host dirs, {data}/sandboxes/{id}, with
+// random ids (a container sees its host dir's path in mountinfo).
+const sandboxesDir = "sandboxes"
+
 // makeHostDir creates {data}/sandboxes/{id}, mode 0700, owned by the
 // sandbox user.
 func (e *Executor) makeHostDir(id string, uid, gid int) (string, error) {
-	name := filepath.Join("sandboxes", id)
+	name := filepath.Join(sandboxesDir, id)
 	if err := e.root.Mkdir(name, 0o700); err != nil {
 		return "", fmt.Errorf("create host dir: %w", err)
 	}
@@ -544,7 +565,7 @@ func (e *Executor) removeHostDir(id string) error {
 	if executor.ValidateID("sandbox id", id) != nil {
 		return nil
 	}
-	if err := e.root.RemoveAll(filepath.Join("sandboxes", id)); err != nil {
+	if err := e.root.RemoveAll(filepath.Join(sandboxesDir, id)); err != nil {
 		return fmt.Errorf("remove host dir: %w", err)
 	}
 	return nil
@@ -609,6 +630,7 @@ func (e *Executor) Close() error {
 		errs = append(errs, s.Close(context.Background()))
 	}
 	e.unmountImages()
+	e.unmountSandboxesTmpfs()
 	// Our lock file goes while we still hold it; reconcilers that look
 	// afterwards find no file, which also means "gone".
 	if err := e.root.Remove(instanceLockName(e.o.InstanceID)); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -58,7 +58,7 @@ func TestSandboxCloseErrors(t *testing.T) {
 			require.NoError(t, err)
 			defer func() { require.NoError(t, e.Close()) }()
 
-			wsDir := filepath.Join(o.DataDir, "ws")
+			wsDir := filepath.Join(o.DataDir, "test-workspace")
 			require.NoError(t, os.Mkdir(wsDir, 0o755))
 			ws, err := executor.OpenWorkspace(wsDir, executor.WorkspaceOptions{UID: -1, GID: -1})
 			require.NoError(t, err)

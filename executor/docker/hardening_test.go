@@ -46,7 +46,7 @@ func TestLockNamespaceSeparateFromChats(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 	// No lock file lives among the workspaces.
-	entries, err := os.ReadDir(filepath.Join(e.o.DataDir, "workspaces", "u"))
+	entries, err := os.ReadDir(filepath.Join(e.o.DataDir, executor.WorkspacesDir))
 	require.NoError(t, err)
 	for _, de := range entries {
 		assert.True(t, de.IsDir(), "%s in the workspaces dir is not a workspace", de.Name())
@@ -72,19 +72,20 @@ func TestRetentionSweepsLocks(t *testing.T) {
 	require.NoError(t, err)
 	// An old version's lock file sits next to the workspaces.
 	legacy := filepath.Join(e.o.DataDir, "workspaces", "u", "chat-legacy.lock")
+	require.NoError(t, os.MkdirAll(filepath.Dir(legacy), 0o700))
 	require.NoError(t, os.WriteFile(legacy, nil, 0o600))
 	require.NoError(t, os.Chtimes(legacy, old, old))
 
 	removed, err := e.ret.sweep(context.Background())
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{"workspaces/u/chat-gone", "workspaces/u/chat-x.lock"}, removed)
+	assert.ElementsMatch(t, []string{e.layout.Rel("u", "gone"), e.layout.Rel("u", "x.lock")}, removed)
 	for _, chat := range []string{"gone", "x.lock"} {
 		assert.NoFileExists(t, filepath.Join(e.o.DataDir, chatLockName("u", chat)), "lock of %s swept with it", chat)
 	}
 	assert.NoFileExists(t, legacy, "a legacy lock file next to the workspaces is swept")
 	assert.DirExists(t, fresh)
 	_, err = os.Stat(filepath.Join(e.o.DataDir, "workspaces", "u"))
-	assert.NoError(t, err)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the emptied legacy user directory goes too")
 }
 
 // TestDataDirPrivate: a data dir open to other host users is made 0700

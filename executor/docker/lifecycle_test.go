@@ -43,7 +43,7 @@ func TestLifecycle(t *testing.T) {
 	assert.ErrorIs(t, err, executor.ErrNotRunning)
 
 	// The next request of the chat sees the files.
-	ws := filepath.Join(e.o.DataDir, "workspaces", "u1", "chat-life")
+	ws := e.layout.Dir("u1", "life")
 	assert.FileExists(t, filepath.Join(ws, "made-inside.txt"))
 	sb2 := create(t, e, testSpec("life"))
 	assert.Equal(t, "from the host\nfrom the container", mustRun(t, sb2, "cat notes/hello.txt made-inside.txt"))

@@ -44,8 +44,12 @@ const (
 
 // Options configures an Executor. Only DataDir is required.
 type Options struct {
-	// DataDir holds workspaces/, sandboxes/ and instances/. It must be an
-	// absolute path the Docker daemon can bind-mount.
+	// DataDir holds ws/ (the workspaces), workspace.key (the secret that
+	// names them: back it up with them), sandboxes/, locks/, instances/ and
+	// with QuotaLoop quota/. It must be an absolute path the Docker daemon
+	// can bind-mount. Containers see its path within its filesystem in
+	// their mountinfo unless it is a filesystem of its own (see the
+	// package doc).
 	DataDir string
 	// Logger receives lifecycle steps at debug and failures at warn/error;
 	// nil means hclog.NewNullLogger().

@@ -51,7 +51,8 @@ const (
 )
 
 // quotaDir is the host-only directory of workspace images under DataDir:
-// quota/{user}/chat-{chat}.img. No container mounts it.
+// quota/{name}.img, name being the workspace's (executor.WorkspaceLayout).
+// No container mounts it.
 const quotaDir = "quota"
 
 // quotaEnforcer applies a workspace's quota for the life of one sandbox.
@@ -63,6 +64,9 @@ type quotaEnforcer interface {
 	attach(ctx context.Context, p plan, wsDir string, over func(error)) (quotaHandle, error)
 	// drop removes what the chat's quota left on the host (retention).
 	drop(user, chat string) error
+	// beforePrepare readies the chat for executor.WorkspaceLayout.Prepare,
+	// which may move a legacy workspace (the caller holds the chat).
+	beforePrepare(user, chat string) error
 }
 
 // quotaHandle is one attached quota.
@@ -74,7 +78,7 @@ type quotaHandle interface {
 }
 
 // newQuota picks the enforcer for o.Quota and logs the choice once.
-func newQuota(o Options, root *os.Root, logger hclog.Logger) (quotaEnforcer, error) {
+func newQuota(o Options, root *os.Root, layout *executor.WorkspaceLayout, logger hclog.Logger) (quotaEnforcer, error) {
 	w := &watchdogQuota{interval: o.QuotaInterval, logger: logger}
 	switch o.Quota {
 	case QuotaWatchdog, QuotaAuto:
@@ -84,7 +88,7 @@ func newQuota(o Options, root *os.Root, logger hclog.Logger) (quotaEnforcer, err
 	default:
 		return nil, fmt.Errorf("docker executor: Options.Quota %q is not a quota mode; use \"\" (auto), %q or %q: %w", o.Quota, QuotaLoop, QuotaWatchdog, executor.ErrInvalid)
 	}
-	l := &loopQuota{dataDir: o.DataDir, root: root, logger: logger}
+	l := &loopQuota{dataDir: o.DataDir, root: root, layout: layout, logger: logger}
 	if err := l.probe(); err != nil {
 		return nil, fmt.Errorf("docker executor: Options.Quota is %q but loop-mounted workspace images do not work here; %w; or leave Options.Quota empty for the watchdog: %w", QuotaLoop, err, executor.ErrInvalid)
 	}
@@ -142,6 +146,8 @@ type watchdogQuota struct {
 func (w *watchdogQuota) mode() QuotaMode { return QuotaWatchdog }
 
 func (w *watchdogQuota) drop(string, string) error { return nil }
+
+func (w *watchdogQuota) beforePrepare(string, string) error { return nil }
 
 func (w *watchdogQuota) attach(_ context.Context, p plan, wsDir string, over func(error)) (quotaHandle, error) {
 	if err := checkUsage(wsDir, p.disk, p.inodes); err != nil {

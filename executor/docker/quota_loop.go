@@ -45,6 +45,7 @@ const loopToolTimeout = 2 * time.Minute
 type loopQuota struct {
 	dataDir string
 	root    *os.Root
+	layout  *executor.WorkspaceLayout
 	logger  hclog.Logger
 }
 
@@ -134,18 +135,63 @@ func sameMountNSAsDockerd() error {
 	return errors.New("dockerd is not a process visible here, so a mount made here may not reach its containers")
 }
 
-// imageName is the chat's image under DataDir.
-func imageName(user, chat string) string {
+// imageName is the chat's image under DataDir. It bears the workspace's
+// neutral name: any container can read every loop device's backing file
+// path in /sys unless it is masked (see maskedPaths).
+func (l *loopQuota) imageName(user, chat string) string {
+	return filepath.Join(quotaDir, l.layout.Name(user, chat)+".img")
+}
+
+// legacyImageName is where versions before neutral names kept the chat's
+// image.
+func legacyImageName(user, chat string) string {
 	return filepath.Join(quotaDir, user, "chat-"+chat+".img")
+}
+
+// beforePrepare unmounts the chat's image from its legacy workspace path
+// (a mount a killed gateway of an earlier version left), so that Prepare
+// can move the workspace, and moves the legacy image to its neutral name.
+func (l *loopQuota) beforePrepare(user, chat string) error {
+	legacyDir := filepath.Join(l.dataDir, executor.LegacyRel(user, chat))
+	legacyImg := filepath.Join(l.dataDir, legacyImageName(user, chat))
+	if mounted, err := mountedImage(legacyDir, legacyImg); err == nil && mounted {
+		if err := syscall.Unmount(legacyDir, 0); err != nil {
+			return fmt.Errorf("workspace quota: unmount the legacy workspace %s before moving it (is a container of an older gateway still on it?): %w", legacyDir, err)
+		}
+		// The loop device lets go of the image shortly after the unmount.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for {
+			_ = detachStale(ctx, legacyImg)
+			out, err := toolOutput(ctx, "losetup", "-n", "-O", "NAME", "-j", legacyImg)
+			if err == nil && strings.TrimSpace(out) == "" || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	name := l.imageName(user, chat)
+	if _, err := l.root.Lstat(name); !isNotExistErr(err) {
+		return nil
+	}
+	fi, err := l.root.Lstat(legacyImageName(user, chat))
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	if err := l.root.Rename(legacyImageName(user, chat), name); err != nil && !isNotExistErr(err) {
+		return fmt.Errorf("workspace quota: move the workspace image %s to its neutral name: %w", legacyImg, err)
+	}
+	_ = l.root.Remove(filepath.Join(quotaDir, user))
+	return nil
 }
 
 func (l *loopQuota) attach(ctx context.Context, p plan, wsDir string, _ func(error)) (quotaHandle, error) {
 	user, chat := p.spec.UserID, p.spec.ChatID
 	log := l.logger.With("user", user, "chat", chat)
-	if err := l.root.MkdirAll(filepath.Join(quotaDir, user), 0o700); err != nil {
+	if err := l.root.MkdirAll(quotaDir, 0o700); err != nil {
 		return nil, fmt.Errorf("workspace quota: %w", err)
 	}
-	name := imageName(user, chat)
+	name := l.imageName(user, chat)
 	img := filepath.Join(l.dataDir, name)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loopToolTimeout)
 	defer cancel()
@@ -290,16 +336,21 @@ func dirEntries(dir string) (int, error) {
 }
 
 func (l *loopQuota) drop(user, chat string) error {
-	wsDir := filepath.Join(l.dataDir, "workspaces", user, "chat-"+chat)
-	img := filepath.Join(l.dataDir, imageName(user, chat))
-	if mounted, err := mountedImage(wsDir, img); err == nil && mounted {
-		if err := syscall.Unmount(wsDir, 0); err != nil {
-			return fmt.Errorf("unmount %s: %w", wsDir, err)
+	for _, c := range []struct{ dir, img string }{
+		{l.layout.Rel(user, chat), l.imageName(user, chat)},
+		{executor.LegacyRel(user, chat), legacyImageName(user, chat)},
+	} {
+		wsDir, img := filepath.Join(l.dataDir, c.dir), filepath.Join(l.dataDir, c.img)
+		if mounted, err := mountedImage(wsDir, img); err == nil && mounted {
+			if err := syscall.Unmount(wsDir, 0); err != nil {
+				return fmt.Errorf("unmount %s: %w", wsDir, err)
+			}
+		}
+		if err := l.root.Remove(c.img); err != nil && !isNotExistErr(err) {
+			return err
 		}
 	}
-	if err := l.root.Remove(imageName(user, chat)); err != nil && !isNotExistErr(err) {
-		return err
-	}
+	_ = l.root.Remove(filepath.Join(quotaDir, user))
 	return nil
 }
 
@@ -514,18 +565,33 @@ func (e *Executor) unmountImages() {
 		e.logger.Warn("cannot list mounts to find stale workspace images", "error", err)
 		return
 	}
-	prefix := filepath.Join(realData, "workspaces") + string(filepath.Separator)
+	byName := map[string]chatRef{}
+	if chats, err := listChats(e.root); err == nil {
+		for _, c := range chats {
+			byName[e.layout.Name(c.user, c.chat)] = c
+		}
+	}
+	q, _ := e.quota.(*loopQuota)
+	wsPrefix := filepath.Join(realData, executor.WorkspacesDir) + string(filepath.Separator)
+	legacyPrefix := filepath.Join(realData, executor.LegacyWorkspacesDir) + string(filepath.Separator)
 	for _, m := range mounts {
-		rel, ok := strings.CutPrefix(m.point, prefix)
-		if !ok {
+		var user, chat, img string
+		if name, ok := strings.CutPrefix(m.point, wsPrefix); ok {
+			c, known := byName[name]
+			if !known || q == nil {
+				continue
+			}
+			user, chat, img = c.user, c.chat, filepath.Join(e.o.DataDir, q.imageName(c.user, c.chat))
+		} else if rel, ok := strings.CutPrefix(m.point, legacyPrefix); ok {
+			u, chatDir, ok := strings.Cut(rel, string(filepath.Separator))
+			c, isChat := strings.CutPrefix(chatDir, "chat-")
+			if !ok || !isChat || executor.ValidateID("user id", u) != nil || executor.ValidateID("chat id", c) != nil {
+				continue
+			}
+			user, chat, img = u, c, filepath.Join(e.o.DataDir, legacyImageName(u, c))
+		} else {
 			continue
 		}
-		user, chatDir, ok := strings.Cut(rel, string(filepath.Separator))
-		chat, isChat := strings.CutPrefix(chatDir, "chat-")
-		if !ok || !isChat || executor.ValidateID("user id", user) != nil || executor.ValidateID("chat id", chat) != nil {
-			continue
-		}
-		img := filepath.Join(e.o.DataDir, imageName(user, chat))
 		if mine, err := mountedImage(m.point, img); err != nil || !mine {
 			continue
 		}

@@ -22,8 +22,9 @@ import (
 // would fail without it.
 type noQuota struct{}
 
-func (noQuota) mode() QuotaMode           { return "off" }
-func (noQuota) drop(string, string) error { return nil }
+func (noQuota) mode() QuotaMode                    { return "off" }
+func (noQuota) drop(string, string) error          { return nil }
+func (noQuota) beforePrepare(string, string) error { return nil }
 func (noQuota) attach(context.Context, plan, string, func(error)) (quotaHandle, error) {
 	return noHandle{}, nil
 }
@@ -97,7 +98,7 @@ func TestQuotaDiskFullInsideContainer(t *testing.T) {
 			assert.Greater(t, wrote, quota>>20/2, "most of the quota is usable")
 			assert.LessOrEqual(t, int64(wrote)<<20, int64(quota))
 			assert.Contains(t, stderr, "No space left on device")
-			img := filepath.Join(e.o.DataDir, imageName("u1", "disk"))
+			img := filepath.Join(e.o.DataDir, e.quota.(*loopQuota).imageName("u1", "disk"))
 			held := allocated(t, img)
 			t.Logf("the image holds %d MiB on the host for a %d MiB quota", held>>20, quota>>20)
 			assert.LessOrEqual(t, held, int64(quota), "the host keeps at most the quota for the workspace")
@@ -217,8 +218,8 @@ func mountedAt(t *testing.T, dir string) bool {
 func TestQuotaSurvivesCrash(t *testing.T) {
 	e := newLoopExecutor(t)
 	spec := testSpec("crash")
-	ws := filepath.Join(e.o.DataDir, "workspaces", "u1", "chat-crash")
-	img := filepath.Join(e.o.DataDir, imageName("u1", "crash"))
+	ws := e.layout.Dir("u1", "crash")
+	img := filepath.Join(e.o.DataDir, e.quota.(*loopQuota).imageName("u1", "crash"))
 	sb := create(t, e, spec)
 	mustRun(t, sb, "echo kept > /workspace/a")
 	assert.Equal(t, "", mustRun(t, sb, "ls -A /workspace | grep -v '^a$' || true"), "no lost+found or other clutter")
@@ -280,13 +281,13 @@ func TestQuotaRetentionDropsImage(t *testing.T) {
 	e := newLoopExecutor(t, func(o *Options) { o.Retention = time.Hour })
 	sb := create(t, e, testSpec("old"))
 	require.NoError(t, sb.Close(context.Background()))
-	img := filepath.Join(e.o.DataDir, imageName("u1", "old"))
+	img := filepath.Join(e.o.DataDir, e.quota.(*loopQuota).imageName("u1", "old"))
 	require.FileExists(t, img)
 	past := time.Now().Add(-2 * time.Hour)
 	require.NoError(t, e.root.Chtimes(chatLockName("u1", "old"), past, past))
 	removed, err := e.ret.sweep(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"workspaces/u1/chat-old"}, removed)
+	assert.Equal(t, []string{e.layout.Rel("u1", "old")}, removed)
 	assert.NoFileExists(t, img)
 }
 
@@ -384,7 +385,7 @@ func TestQuotaAttacks(t *testing.T) {
 			if tc.okAfter != "" {
 				mustRun(t, sb, tc.okAfter)
 			}
-			held := allocated(t, filepath.Join(e.o.DataDir, imageName("u1", chat)))
+			held := allocated(t, filepath.Join(e.o.DataDir, e.quota.(*loopQuota).imageName("u1", chat)))
 			t.Logf("exit %d, image holds %d KiB for a %d KiB quota; stderr %.120q", res.ExitCode, held>>10, disk>>10, stderr)
 			assert.LessOrEqual(t, held, int64(disk))
 		})

@@ -177,7 +177,7 @@ func TestOneChatSerialized(t *testing.T) {
 	}
 	overlap := maxActive.Load() - 1
 	assert.Zero(t, overlap, "requests on one chat that overlapped")
-	data, err := os.ReadFile(filepath.Join(e.o.DataDir, "workspaces", "u1", "chat-serial", "count"))
+	data, err := os.ReadFile(filepath.Join(e.layout.Dir("u1", "serial"), "count"))
 	require.NoError(t, err)
 	assert.Equal(t, strconv.Itoa(n), strings.TrimSpace(string(data)), "every run saw the previous one's result")
 	t.Logf("%d requests on one chat: overlap %d", n, overlap)

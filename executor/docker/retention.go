@@ -27,6 +27,7 @@ type retention struct {
 	dryRun bool
 	keep   time.Duration
 	root   *os.Root // DataDir
+	layout *executor.WorkspaceLayout
 	now    func() time.Time
 	// tryLease takes the chat's in-process lease without waiting.
 	tryLease func(user, chat string) (func(), bool)
@@ -40,6 +41,7 @@ func (e *Executor) newRetention() *retention {
 		dryRun:    e.o.DryRun,
 		keep:      e.o.Retention,
 		root:      e.root,
+		layout:    e.layout,
 		now:       time.Now,
 		dropQuota: e.quota.drop,
 		tryLease: func(user, chat string) (func(), bool) {
@@ -49,28 +51,60 @@ func (e *Executor) newRetention() *retention {
 	}
 }
 
-// sweep removes expired workspaces and returns their paths relative to
-// DataDir.
-func (r *retention) sweep(ctx context.Context) ([]string, error) {
-	users, err := readDirNoFollow(r.root, "workspaces")
+// chatRef is one chat, by its ids.
+type chatRef struct{ user, chat string }
+
+// listChats lists the chats that have a lock file, {locksDir}/{user}/{chat}.lock:
+// every chat a Create ever leased (it takes the lock before it makes the
+// workspace), which is how the sweep finds workspaces whose names carry
+// no ids.
+func listChats(root *os.Root) ([]chatRef, error) {
+	users, err := readDirNoFollow(root, locksDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	cutoff := r.now().Add(-r.keep)
-	var removed []string
+	var out []chatRef
 	var errs []error
 	for _, u := range users {
-		if ctx.Err() != nil {
-			return removed, ctx.Err()
-		}
 		if !u.IsDir() || executor.ValidateID("user id", u.Name()) != nil {
 			continue
 		}
-		userDir := filepath.Join("workspaces", u.Name())
-		chats, err := readDirNoFollow(r.root, userDir)
+		locks, err := readDirNoFollow(root, filepath.Join(locksDir, u.Name()))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, l := range locks {
+			chat, ok := strings.CutSuffix(l.Name(), ".lock")
+			if ok && l.Type().IsRegular() && executor.ValidateID("chat id", chat) == nil {
+				out = append(out, chatRef{u.Name(), chat})
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// legacyChats lists the chats still in the legacy layout,
+// workspaces/{user}/chat-{chat}, removing the legacy lock files found
+// beside them.
+func (r *retention) legacyChats() ([]chatRef, error) {
+	users, err := readDirNoFollow(r.root, executor.LegacyWorkspacesDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []chatRef
+	var errs []error
+	for _, u := range users {
+		if !u.IsDir() || executor.ValidateID("user id", u.Name()) != nil {
+			continue
+		}
+		chats, err := readDirNoFollow(r.root, filepath.Join(executor.LegacyWorkspacesDir, u.Name()))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -86,22 +120,53 @@ func (r *retention) sweep(ctx context.Context) ([]string, error) {
 				}
 				continue
 			}
-			name, err := r.expire(u.Name(), chat, cutoff)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if name != "" {
-				removed = append(removed, name)
-			}
+			out = append(out, chatRef{u.Name(), chat})
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// sweep removes expired workspaces and returns their paths relative to
+// DataDir. It finds chats by their lock files and by the legacy layout.
+func (r *retention) sweep(ctx context.Context) ([]string, error) {
+	// Legacy chats first: a chat whose workspace Prepare moves meanwhile
+	// has its lock file by then.
+	legacy, lerr := r.legacyChats()
+	chats, err := listChats(r.root)
+	errs := []error{lerr, err}
+	seen := map[chatRef]bool{}
+	cutoff := r.now().Add(-r.keep)
+	var removed []string
+	for _, c := range append(chats, legacy...) {
+		if ctx.Err() != nil {
+			return removed, ctx.Err()
+		}
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		name, err := r.expire(c.user, c.chat, cutoff)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if name != "" {
+			removed = append(removed, name)
 		}
 	}
 	return removed, errors.Join(errs...)
 }
 
-// expire removes one chat's workspace when it is unused since cutoff and
-// nobody holds it.
+// expire removes one chat's workspace (at its neutral name and at its
+// legacy path) when it is unused since cutoff and nobody holds it, and
+// returns the path it removed relative to DataDir.
 func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) {
-	dir := filepath.Join("workspaces", user, "chat-"+chat)
+	dir := r.layout.Rel(user, chat)
+	legacyDir := executor.LegacyRel(user, chat)
+	if _, err := r.root.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		if _, err := r.root.Lstat(legacyDir); err == nil {
+			dir = legacyDir
+		}
+	}
 	last, err := r.lastUse(user, chat)
 	if err != nil || !last.Before(cutoff) {
 		return "", err
@@ -146,10 +211,13 @@ func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) 
 		log.Warn("cannot remove the workspace's quota image", "error", err)
 		return "", fmt.Errorf("retention: %s: %w", dir, err)
 	}
-	if err := r.root.RemoveAll(dir); err != nil {
-		log.Warn("cannot remove unused workspace", "error", err)
-		return "", fmt.Errorf("retention: remove %s: %w", dir, err)
+	for _, d := range []string{r.layout.Rel(user, chat), legacyDir} {
+		if err := r.root.RemoveAll(d); err != nil {
+			log.Warn("cannot remove unused workspace", "error", err)
+			return "", fmt.Errorf("retention: remove %s: %w", d, err)
+		}
 	}
+	_ = r.root.Remove(filepath.Join(executor.LegacyWorkspacesDir, user))
 	// The chat's agent CLI sessions (middleware Options.SessionDir under
 	// DataDir/sessions) go with the workspace they worked on.
 	if err := r.root.RemoveAll(filepath.Join("sessions", user, "chat-"+chat)); err != nil {
@@ -203,11 +271,12 @@ func (r *retention) lastUse(user, chat string) (time.Time, error) {
 	if err == nil && fi.Mode().IsRegular() {
 		return fi.ModTime(), nil
 	}
-	fi, err = r.root.Lstat(filepath.Join("workspaces", user, "chat-"+chat))
-	if err != nil {
-		return time.Time{}, fmt.Errorf("retention: %w", err)
+	for _, d := range []string{r.layout.Rel(user, chat), executor.LegacyRel(user, chat)} {
+		if fi, err = r.root.Lstat(d); err == nil {
+			return fi.ModTime(), nil
+		}
 	}
-	return fi.ModTime(), nil
+	return time.Time{}, fmt.Errorf("retention: %w", err)
 }
 
 // readDirNoFollow lists dir (a real directory, not a symlink) under root.

@@ -95,7 +95,9 @@ func TestTakeoverAfterKill9(t *testing.T) {
 	// The old container, should the takeover fail to remove it.
 	t.Cleanup(func() { _ = cli.ContainerRemove(context.Background(), oldID, container.RemoveOptions{Force: true}) })
 
-	ticks := filepath.Join(dataDir, "workspaces", "u1", "chat-"+takeoverChat, "ticks")
+	wsDir, err := executor.WorkspaceDir(dataDir, "u1", takeoverChat)
+	require.NoError(t, err)
+	ticks := filepath.Join(wsDir, "ticks")
 	size := func() int64 {
 		fi, err := os.Stat(ticks)
 		require.NoError(t, err)

@@ -246,10 +246,16 @@ func TestRetentionSweep(t *testing.T) {
 	root, err := os.OpenRoot(data)
 	require.NoError(t, err)
 	defer func() { _ = root.Close() }()
+	layout, err := executor.OpenWorkspaceLayout(data)
+	require.NoError(t, err)
 	now := time.Now()
 	old := now.Add(-8 * 24 * time.Hour)
 	mkChat := func(user, chat string, lastUse time.Time, lockFile bool) string {
-		dir := filepath.Join(data, "workspaces", user, "chat-"+chat)
+		dir := layout.Dir(user, chat)
+		if !lockFile {
+			// Only a chat of the legacy layout can have no lock file.
+			dir = filepath.Join(data, executor.LegacyRel(user, chat))
+		}
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "f"), []byte("x"), 0o644))
 		if lockFile {
@@ -275,8 +281,13 @@ func TestRetentionSweep(t *testing.T) {
 	outside := filepath.Join(data, "outside")
 	require.NoError(t, os.MkdirAll(outside, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(outside, "keep"), []byte("keep"), 0o644))
-	require.NoError(t, os.Symlink(outside, filepath.Join(data, "workspaces", "u1", "chat-link")))
+	require.NoError(t, os.MkdirAll(filepath.Join(data, executor.LegacyWorkspacesDir, "u1"), 0o700))
+	require.NoError(t, os.Symlink(outside, filepath.Join(data, executor.LegacyWorkspacesDir, "u1", "chat-link")))
 	require.NoError(t, os.Symlink(filepath.Join(outside), filepath.Join(expired, "escape")))
+	// A neutral name that is a symlink: the link goes, never its target.
+	linked := mkChat("u1", "linked", old, true)
+	require.NoError(t, os.RemoveAll(linked))
+	require.NoError(t, os.Symlink(outside, linked))
 
 	// Another gateway holds u3's chat.
 	f, err := os.OpenFile(filepath.Join(data, chatLockName("u3", "other-gateway")), os.O_RDWR, 0)
@@ -292,7 +303,7 @@ func TestRetentionSweep(t *testing.T) {
 
 	for _, dry := range []bool{true, false} {
 		r := &retention{
-			logger: hclog.NewNullLogger(), dryRun: dry, keep: 7 * 24 * time.Hour, root: root, now: time.Now,
+			logger: hclog.NewNullLogger(), dryRun: dry, keep: 7 * 24 * time.Hour, root: root, layout: layout, now: time.Now,
 			tryLease: func(user, chat string) (func(), bool) {
 				rel, err := l.Acquire(context.Background(), user+"/"+chat, 0)
 				return rel, err == nil
@@ -305,10 +316,12 @@ func TestRetentionSweep(t *testing.T) {
 			assert.DirExists(t, expired)
 			continue
 		}
-		assert.ElementsMatch(t, []string{"workspaces/u1/chat-old", "workspaces/u2/chat-legacy"}, removed)
+		assert.ElementsMatch(t, []string{layout.Rel("u1", "old"), layout.Rel("u1", "linked"), "workspaces/u2/chat-legacy"}, removed)
 	}
 	assert.NoDirExists(t, expired)
 	assert.NoDirExists(t, noLock)
+	assert.NoFileExists(t, linked)
+	assert.NoFileExists(t, filepath.Join(data, chatLockName("u1", "old")), "the lock goes with the chat")
 	assert.DirExists(t, fresh)
 	assert.NoDirExists(t, sessionsOf("u1", "old"), "sessions go with the workspace")
 	assert.DirExists(t, sessionsOf("u1", "new"))

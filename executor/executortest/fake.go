@@ -202,7 +202,8 @@ func (s *FakeSandbox) EditFile(ctx context.Context, name string, edits []executo
 	return s.ws.EditFile(ctx, name, edits)
 }
 
-// FakeExecutor creates FakeSandboxes over {DataDir}/workspaces/{user}/chat-{chat}
+// FakeExecutor creates FakeSandboxes over the chats' workspaces in DataDir
+// (executor.PrepareWorkspace)
 // and holds one lease per chat: a second Create for a leased chat waits up
 // to Spec.LeaseWait and then fails with ErrBusy. Spec limits are recorded,
 // not enforced.

@@ -210,7 +210,11 @@ func ListenHostSocket(hostDir, name string, uid, gid int) (net.Listener, error) 
 		return nil, fmt.Errorf("helper: open host dir %s: %w", hostDir, err)
 	}
 	defer func() { _ = syscall.Close(dirfd) }()
-	ln, err := listenSock(context.Background(), hostDir, name, 0o600)
+	// Bound as /proc/self/fd/N/name: each connection's server end lives in
+	// the connecting sandbox's network namespace with the listener's
+	// address, so /proc/net/unix in the sandbox shows that address; this
+	// one names no host path.
+	ln, err := listenSockAt(context.Background(), dirfd, name, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("helper: listen on %s: %w", path, err)
 	}

@@ -51,6 +51,18 @@ func listenSock(ctx context.Context, dir, name string, mode uint32) (net.Listene
 		return nil, err
 	}
 	defer done()
+	return listenPath(ctx, p, p == filepath.Join(dir, name), mode)
+}
+
+// listenSockAt listens on name in the directory dirfd, through
+// /proc/self/fd/N; the socket file stays when the listener closes.
+func listenSockAt(ctx context.Context, dirfd int, name string, mode uint32) (net.Listener, error) {
+	return listenPath(ctx, "/proc/self/fd/"+strconv.Itoa(dirfd)+"/"+name, false, mode)
+}
+
+// listenPath listens on p; unlink removes the file when the listener
+// closes.
+func listenPath(ctx context.Context, p string, unlink bool, mode uint32) (net.Listener, error) {
 	var lc net.ListenConfig
 	if mode != 0 {
 		lc.Control = func(_, _ string, c syscall.RawConn) error {
@@ -68,7 +80,7 @@ func listenSock(ctx context.Context, dir, name string, mode uint32) (net.Listene
 	if err != nil {
 		return nil, err
 	}
-	if p != filepath.Join(dir, name) {
+	if !unlink {
 		ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	}
 	return ln, nil

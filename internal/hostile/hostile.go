@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -212,9 +211,13 @@ func (e *Env) defaultAssistant(id, img string) *middleware.Assistant {
 func (e *Env) Log() string { return e.log.String() }
 
 // Workspace is the host path of a chat's workspace (it exists once a turn
-// of the chat started its sandbox).
+// of the chat started its sandbox); "" for invalid ids.
 func (e *Env) Workspace(user, chat string) string {
-	return filepath.Join(e.DataDir, "workspaces", user, "chat-"+chat)
+	dir, err := executor.WorkspaceDir(e.DataDir, user, chat)
+	if err != nil {
+		return ""
+	}
+	return dir
 }
 
 // Step is one tool call of the attacker's model.

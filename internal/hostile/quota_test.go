@@ -38,7 +38,7 @@ func TestAttackDiskAndInodeFlood(t *testing.T) {
 		Configure: func(a *middleware.Assistant) { a.Sandbox.Spec.DiskBytes, a.Sandbox.Spec.Inodes = disk, inodes },
 	}}, Executor: func(o *docker.Options) { o.Quota = docker.QuotaLoop }})
 	const chat = "flood"
-	img := filepath.Join(env.DataDir, "quota", hostile.DefaultUser, "chat-"+chat+".img")
+	img := filepath.Join(env.DataDir, "quota", filepath.Base(env.Workspace(hostile.DefaultUser, chat))+".img")
 
 	r1 := env.Run(t, hostile.Turn{Chat: chat, Steps: []hostile.Step{
 		hostile.Bash(`dd if=/dev/zero of=big bs=1048576 count=256 2>&1; echo size=$(stat -c %s big)`),
