@@ -46,6 +46,9 @@ type Sandbox struct {
 	Arguments map[string]any `json:"arguments"`
 	// Budget overrides the per-request model budget (sandbox.budget).
 	Budget Budget `json:"budget,omitzero"`
+	// Egress lists the hosts the sandbox's egress proxy lets the agent
+	// reach (sandbox.egress); empty means no proxy and no way out.
+	Egress []EgressRule `json:"egress,omitempty"`
 
 	leaseWaitSet bool
 }
@@ -88,6 +91,9 @@ type SpecValues struct {
 	LeaseWait   time.Duration
 	DiskBytes   int64
 	Inodes      int64
+	// Egress says the sandbox gets the egress proxy (sandbox.egress is
+	// not empty).
+	Egress bool
 }
 
 // Spec returns the container settings for executor.Spec.
@@ -105,6 +111,7 @@ func (s *Sandbox) Spec() SpecValues {
 		LeaseWait:   s.LeaseWait,
 		DiskBytes:   s.DiskBytes,
 		Inodes:      s.Inodes,
+		Egress:      len(s.Egress) > 0,
 	}
 }
 
