@@ -137,7 +137,7 @@ func TestLoadErrors(t *testing.T) {
 		"egress_secret_warnings": {files: with(coder("deepseek.v3", claude, `"egress": ["registry.npmjs.org", {"host": "npm.pkg.github.com:443", "secret": {"env": "GH_PKG_TOKEN"}}]`)),
 			want: []string{"warning: sandbox.egress[1].secret.env: $GH_PKG_TOKEN is not set", "warning: sandbox.egress[1].secret: has no effect on port 443"}},
 		"cursor_with_egress": {files: with(coder("cursor", cursor, `"egress": ["*.cursor.sh"]`))},
-		"cursor_ok": {files: with(coder("cursor", cursor, `"network": "bridge"`, `"arguments": {"force": true, "model": "gpt-5"}`))},
+		"cursor_ok":          {files: with(coder("cursor", cursor, `"network": "bridge"`, `"arguments": {"force": true, "model": "gpt-5"}`))},
 		"connector_unknown": {files: with(coder("deepseek.v4", claude), file("assistants/other/package.yao", `{"connector": "openai.gpt"}`), file("assistants/none/package.yao", `{"name": "x"}`)),
 			want: []string{`connector: unknown connector "deepseek.v4"; did you mean "deepseek.v3"?`, `unknown connector "openai.gpt"; create connectors/openai/gpt.conn.yao or use one of "cursor", "cursorless" or "deepseek.v3"`, "connector: missing"}, wantErr: true},
 		"connector_env_unset": {files: with(file("connectors/deepseek/v3.conn.yao", `{
