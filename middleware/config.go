@@ -99,7 +99,7 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 		Spec: executor.Spec{
 			Image: v.Image, MemoryBytes: v.MemoryBytes, CPUs: v.CPUs, PidsLimit: v.PidsLimit, Timeout: v.Timeout,
 			Network: v.Network, Runtime: v.Runtime, User: v.User, ConfigHash: v.ConfigHash, LeaseWait: v.LeaseWait,
-			DiskBytes: v.DiskBytes, Inodes: v.Inodes,
+			DiskBytes: v.DiskBytes, Inodes: v.Inodes, Egress: v.Egress,
 		},
 		StallTimeout: sb.StallTimeout,
 		Budget:       modelproxy.Budget{MaxRequests: sb.Budget.Calls, MaxTokens: sb.Budget.Tokens, MaxDuration: sb.Budget.Wall},
@@ -119,6 +119,11 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*Assistant, error) {
 		// Cursor's CLI talks to Cursor itself (see package cursor).
 		s.DirectModel = c.Type == config.ConnectorCursor
 	}
+	pol, err := EgressPolicy(sb.Egress)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sandbox.egress: %w", err))
+	}
+	s.Egress = pol
 	files, err := ca.SkillFiles(o.SkillsDir)
 	if err != nil {
 		errs = append(errs, err)

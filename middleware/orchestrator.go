@@ -53,6 +53,9 @@ type Options struct {
 	// DrainTimeout bounds how long Close lets runs in flight finish before
 	// it cancels them (default DefaultDrainTimeout).
 	DrainTimeout time.Duration
+	// Egress configures the egress proxy of assistants with
+	// sandbox.egress (caps, resolver).
+	Egress EgressOptions
 	// TeardownTimeout bounds a sandbox's removal, which runs on a context
 	// the caller cannot cancel (default DefaultTeardownTimeout).
 	TeardownTimeout time.Duration
