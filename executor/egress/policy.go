@@ -153,12 +153,15 @@ func (r Rule) validate() error {
 
 func validHeaderName(s string) bool {
 	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		if !isLDH(c) && (c < 'A' || c > 'Z') && c != '_' {
 			return false
 		}
 	}
 	return s != ""
 }
+
+// isLDH reports whether c is a lower-case letter, a digit or '-'.
+func isLDH(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' }
 
 // normalName lower-cases a DNS name and drops one trailing dot; ok is false
 // when it is not a name of LDH labels (IDNs must come in punycode).
@@ -172,7 +175,7 @@ func normalName(s string) (string, bool) {
 			return "", false
 		}
 		for _, c := range []byte(l) {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			if !isLDH(c) {
 				return "", false
 			}
 		}

@@ -121,8 +121,16 @@ func TestParseRuleErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "exact host name")
 	_, err = NewPolicy(Rule{Host: "example.com", Credential: &Credential{}})
 	assert.ErrorContains(t, err, "environment variable")
-	_, err = NewPolicy(Rule{Host: "example.com", Credential: &Credential{Env: "X", Header: "Bad Header"}})
-	assert.ErrorContains(t, err, "header name")
+	for _, h := range []string{"Bad Header", "X-A\r\nX-B", "X\x10", "X:Y", ""} {
+		_, err = NewPolicy(Rule{Host: "example.com", Credential: &Credential{Env: "X", Header: h}})
+		if h == "" {
+			assert.NoError(t, err, "empty is the default, Authorization")
+			continue
+		}
+		assert.ErrorContains(t, err, "header name", "%q", h)
+	}
+	_, err = NewPolicy(Rule{Host: "example.com", Credential: &Credential{Env: "X", Header: "X-Api_Key9"}})
+	assert.NoError(t, err)
 }
 
 func TestPublic(t *testing.T) {

@@ -378,7 +378,7 @@ func (c *counted) over() bool { return c.p.up.Load()+c.p.down.Load() > c.p.o.Max
 func (c *counted) capErr() error {
 	err := fmt.Errorf("%w: this request's egress passed %d bytes (egress.Options.MaxBytes)", ErrCapped, c.p.o.MaxBytes)
 	c.a.fail(err)
-	_ = c.Conn.Close()
+	_ = c.Close()
 	return err
 }
 

@@ -371,6 +371,7 @@ func TestConnectionCaps(t *testing.T) {
 		require.NoError(t, err)
 		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
 		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
 		b := ""
 		if resp.StatusCode != 200 {
 			bb, _ := io.ReadAll(resp.Body)
@@ -424,6 +425,7 @@ func TestCloseCutsTunnels(t *testing.T) {
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	require.NoError(t, err)
+	_ = resp.Body.Close() // a 200 to CONNECT has no body: the tunnel follows
 	require.Equal(t, 200, resp.StatusCode)
 	buf := make([]byte, 4)
 	_, err = io.ReadFull(br, buf)
