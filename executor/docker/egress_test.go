@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +13,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -163,6 +168,11 @@ func TestEgressEndToEnd(t *testing.T) {
 	assert.Contains(t, dump, "HTTP_PROXY=http://127.0.0.1:", "the dump covers the environment")
 	assert.NotContains(t, dump, token)
 	assert.NotContains(t, dump, hex.EncodeToString(tokb[:]))
+	// Nor in the memory of any process of the container, read from the
+	// host; the helper's own argument is the control that the read works.
+	found, control := searchContainerMemory(t, sb.ID(), []byte(token), []byte("--egress-port"))
+	assert.False(t, found, "the secret is in a container process's memory")
+	assert.True(t, control, "the memory search found the helper's own argument")
 	inspect, err := e.api.ContainerInspect(context.Background(), sb.ID())
 	require.NoError(t, err)
 	ib, _ := json.Marshal(inspect)
@@ -189,4 +199,54 @@ func TestEgressEndToEnd(t *testing.T) {
 	assert.Equal(t, 1, ok)
 	assert.Equal(t, 5, refused, logs.String())
 	assert.NotContains(t, logs.String(), token)
+}
+
+// searchContainerMemory reads every readable mapping of every process of
+// the container through the host's /proc (the test runs as root) and
+// reports whether needle and control occur.
+func searchContainerMemory(t *testing.T, id string, needle, control []byte) (foundNeedle, foundControl bool) {
+	t.Helper()
+	out, err := exec.Command("docker", "top", id, "-eo", "pid").Output()
+	require.NoError(t, err)
+	var pids []int
+	for _, f := range strings.Fields(string(out))[1:] {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	require.NotEmpty(t, pids)
+	for _, pid := range pids {
+		maps, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		if err != nil {
+			_ = maps.Close()
+			continue
+		}
+		sc := bufio.NewScanner(maps)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) < 2 || f[1][0] != 'r' || strings.HasSuffix(sc.Text(), "[vvar]") {
+				continue
+			}
+			lo, hi, ok := strings.Cut(f[0], "-")
+			if !ok {
+				continue
+			}
+			start, err1 := strconv.ParseUint(lo, 16, 64)
+			end, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 != nil || err2 != nil || end-start > 1<<30 {
+				continue
+			}
+			buf := make([]byte, end-start)
+			n, _ := mem.ReadAt(buf, int64(start))
+			foundNeedle = foundNeedle || bytes.Contains(buf[:n], needle)
+			foundControl = foundControl || bytes.Contains(buf[:n], control)
+		}
+		_ = mem.Close()
+		_ = maps.Close()
+	}
+	return foundNeedle, foundControl
 }
