@@ -195,7 +195,8 @@ func (s *sandboxDecoder) egressSecret(n *node, path string, r EgressRule) (*Egre
 		s.warnf(n, joinPath(path, "env"), "set it in the gateway's environment; until then requests go without the credential", "$%s is not set", sec.Env)
 	}
 	if r.Port == 443 {
-		s.warnf(n, path, "credentials are added to plain http:// requests only; https:// passes through the proxy encrypted", "has no effect on port 443")
+		s.warnf(n, path, "the proxy adds credentials only to requests it forwards itself: http://, and https:// from clients that send the URL to the proxy (busybox wget); curl, git, npm and pip tunnel https:// with CONNECT, which stays encrypted and carries none",
+			"may have no effect on port 443")
 	}
 	return sec, true
 }
@@ -221,8 +222,10 @@ example.com, not example.com itself nor evil-example.com), an IP address, or an 
 | ` + "`header`" + ` | string | "Authorization" | the request header the proxy sets, replacing any the agent sent |
 | ` + "`prefix`" + ` | string | "" | text before the secret, e.g. "Bearer " |
 
-The proxy adds the secret to plain ` + "`http://`" + ` requests to that host only; ` + "`https://`" + ` goes through as an opaque
-CONNECT tunnel and carries no credential. The agent never sees the secret.
+The proxy adds the secret to the requests it forwards itself to that host: ` + "`http://`" + `, and ` + "`https://`" + ` from clients
+that send the URL to the proxy (busybox wget; the proxy then speaks TLS upstream and verifies the certificate). Clients
+that tunnel ` + "`https://`" + ` with CONNECT (curl, git, npm, pip) get no credential: the tunnel is opaque. The agent never sees
+the secret.
 
 What it cannot stop: whatever the agent sends to an allowed host (an allowed git host or paste site can receive the
 workspace), and any protocol spoken inside a tunnel to an allowed host:port. DNS tunnelling is impossible: the sandbox has

@@ -135,7 +135,7 @@ func TestLoadErrors(t *testing.T) {
 		"egress_with_network": {files: with(coder("deepseek.v3", claude, `"network": "bridge"`, `"egress": ["registry.npmjs.org"]`)),
 			want: []string{`sandbox.egress: has no effect with network "bridge"`}, wantErr: true},
 		"egress_secret_warnings": {files: with(coder("deepseek.v3", claude, `"egress": ["registry.npmjs.org", {"host": "npm.pkg.github.com:443", "secret": {"env": "GH_PKG_TOKEN"}}]`)),
-			want: []string{"warning: sandbox.egress[1].secret.env: $GH_PKG_TOKEN is not set", "warning: sandbox.egress[1].secret: has no effect on port 443"}},
+			want: []string{"warning: sandbox.egress[1].secret.env: $GH_PKG_TOKEN is not set", "warning: sandbox.egress[1].secret: may have no effect on port 443"}},
 		"cursor_with_egress": {files: with(coder("cursor", cursor, `"egress": ["*.cursor.sh"]`))},
 		"cursor_ok":          {files: with(coder("cursor", cursor, `"network": "bridge"`, `"arguments": {"force": true, "model": "gpt-5"}`))},
 		"connector_unknown": {files: with(coder("deepseek.v4", claude), file("assistants/other/package.yao", `{"connector": "openai.gpt"}`), file("assistants/none/package.yao", `{"name": "x"}`)),

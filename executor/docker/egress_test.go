@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -107,6 +109,14 @@ func TestEgressEndToEnd(t *testing.T) {
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "tls-index-v1\n")
+	}))
+	defer tlsSrv.Close()
+	tlsPort := tlsSrv.Listener.Addr().(*net.TCPAddr).Port
+	pool := x509.NewCertPool()
+	pool.AddCert(tlsSrv.Certificate())
+
 	spec := testSpec("egress")
 	spec.Egress = true
 	sb := create(t, e, spec)
@@ -114,16 +124,18 @@ func TestEgressEndToEnd(t *testing.T) {
 
 	pol, err := egress.NewPolicy(egress.Rule{Host: "pkgs.test", Port: port, Private: true,
 		Credential: &egress.Credential{Env: "PKG_TOKEN", Prefix: "Bearer "}},
-		egress.Rule{Host: "rebind.test", Port: port})
+		egress.Rule{Host: "rebind.test", Port: port},
+		egress.Rule{Host: "tls.test", Port: tlsPort, Private: true})
 	require.NoError(t, err)
 	logs := &testenv.SyncBuffer{}
 	proxy, err := egress.New(egress.Options{
 		Policy:   pol,
-		Resolver: hostsResolver{"pkgs.test": "127.0.0.1", "rebind.test": "127.0.0.1", "localhost": "127.0.0.1"},
+		Resolver: hostsResolver{"pkgs.test": "127.0.0.1", "tls.test": "127.0.0.1", "rebind.test": "127.0.0.1", "localhost": "127.0.0.1"},
 		Secret: func(name string) (string, bool) {
 			return token, name == "PKG_TOKEN"
 		},
-		Logger: hclog.New(&hclog.LoggerOptions{Output: logs, JSONFormat: true}).With("user", spec.UserID, "chat", spec.ChatID),
+		Logger:      hclog.New(&hclog.LoggerOptions{Output: logs, JSONFormat: true}).With("user", spec.UserID, "chat", spec.ChatID),
+		UpstreamTLS: &tls.Config{RootCAs: pool, ServerName: "example.com"}, // httptest's certificate names example.com
 	})
 	require.NoError(t, err)
 	ln, err := helper.ListenHostSocket(sb.HostDir(), helper.EgressSocket, DefaultUID, DefaultGID)
@@ -136,6 +148,16 @@ func TestEgressEndToEnd(t *testing.T) {
 	mu.Lock()
 	assert.Equal(t, []string{fmt.Sprintf("pkgs.test:%d Bearer %s", port, token)}, seen, "the credential reached the registry")
 	mu.Unlock()
+
+	// HTTPS: busybox wget sends the https:// URL to the proxy, which speaks
+	// TLS upstream itself and checks the server's certificate.
+	out, stderr, res, err := run(t, sb, fmt.Sprintf("wget -q -O - https://tls.test:%d/", tlsPort))
+	require.NoError(t, err)
+	if res.ExitCode != 0 {
+		dbg, _, _, _ := run(t, sb, fmt.Sprintf(`printf 'GET https://tls.test:%d/ HTTP/1.0\r\n\r\n' | nc 127.0.0.1 %d`, tlsPort, DefaultEgressPort))
+		t.Fatalf("stderr %s; proxy says %s", stderr, dbg)
+	}
+	assert.Equal(t, "tls-index-v1", strings.TrimSpace(out))
 
 	for name, u := range map[string]string{
 		"not listed": fmt.Sprintf("http://other.test:%d/", port),
@@ -190,13 +212,16 @@ func TestEgressEndToEnd(t *testing.T) {
 		switch m["outcome"] {
 		case "ok":
 			ok++
-			assert.Equal(t, "pkgs.test", m["host"])
+			assert.Contains(t, []any{"pkgs.test", "tls.test"}, m["host"])
 			assert.Greater(t, m["bytes_down"].(float64), float64(len("registry-index-v1")))
+			if m["host"] == "tls.test" {
+				assert.Equal(t, "GET", m["method"])
+			}
 		case "refused":
 			refused++
 		}
 	}
-	assert.Equal(t, 1, ok)
+	assert.Equal(t, 2, ok)
 	assert.Equal(t, 5, refused, logs.String())
 	assert.NotContains(t, logs.String(), token)
 }

@@ -1,6 +1,6 @@
 // Package egress is the host side of a sandbox's network egress: an HTTP
-// forward proxy (absolute-form http:// requests, and CONNECT tunnels for
-// https:// and anything else over TCP) served on the per-sandbox unix socket
+// forward proxy (absolute-form http:// and https:// requests, and CONNECT
+// tunnels for https:// and anything else over TCP) served on the per-sandbox unix socket
 // {hostDir}/egress.sock, which the in-container helper relays the agent's
 // loopback connections to (HTTP_PROXY=http://127.0.0.1:<EgressPort>). The
 // container itself keeps network "none": this proxy is its only way out.
@@ -22,18 +22,20 @@
 // caller adds user and chat to the Logger. Per proxy (one per request) a
 // byte cap (up plus down, all connections), a cap on connections open at
 // once and one on connections in all bound what the agent can move.
-// Plain-HTTP requests are forwarded by httputil.ReverseProxy, which strips
-// hop-by-hop headers (Proxy-Authorization among them) and adds no
+// Absolute-form requests are forwarded by httputil.ReverseProxy, which
+// strips hop-by-hop headers (Proxy-Authorization among them) and adds no
 // forwarding headers; each uses its own upstream connection so its bytes
-// are counted to it.
+// are counted to it. An https:// URL sent that way (busybox wget does, where
+// curl, git, npm and pip use CONNECT) is fetched over the proxy's own TLS,
+// verified against the gateway's roots (Options.UpstreamTLS).
 //
 // Credentials: a Rule may name a Credential, an environment variable of
 // the gateway (never its value) and a header; the proxy sets that header
-// on plain-HTTP requests to the rule's hosts, replacing whatever the agent
-// sent, so the secret never enters the sandbox. HTTPS requests pass through
-// CONNECT as opaque TLS and cannot carry it (that would need a CA the
-// sandbox trusts, which this package does not make); use http:// for a
-// registry on a trusted network, or leave the token out.
+// on the absolute-form requests it forwards to the rule's hosts (http://,
+// and https:// from clients that send it so), replacing whatever the agent
+// sent, so the secret never enters the sandbox. CONNECT tunnels are opaque
+// TLS and cannot carry it (that would need a CA the sandbox trusts, which
+// this package does not make).
 //
 // What it cannot stop: anything the agent sends to an allowed host (a
 // workspace uploaded to an allowed git host or a paste site on the list is

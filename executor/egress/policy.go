@@ -20,7 +20,8 @@ const ConfigKey = "sandbox.egress"
 // DefaultPorts are the ports a rule without a port allows.
 var DefaultPorts = []int{80, 443}
 
-// Credential is a secret the proxy adds to plain-HTTP requests for a rule's
+// Credential is a secret the proxy adds to the requests it forwards itself
+// (absolute-form http:// and https://, not CONNECT tunnels) for a rule's
 // hosts. The policy holds the name of an environment variable of the
 // gateway, never the value: the value is read when a request needs it.
 type Credential struct {
@@ -47,7 +48,8 @@ type Rule struct {
 	// what stops DNS rebinding. Wildcards cannot set it; an IP rule has it
 	// implicitly.
 	Private bool
-	// Credential, when set, is added to plain-HTTP requests to the host.
+	// Credential, when set, is added to forwarded (not tunnelled) requests
+	// to the host.
 	Credential *Credential
 }
 

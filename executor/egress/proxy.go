@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -64,6 +65,10 @@ type Options struct {
 	MaxConnections int
 	// DialTimeout bounds resolving and dialling (DefaultDialTimeout when 0).
 	DialTimeout time.Duration
+	// UpstreamTLS is the TLS configuration of https:// requests the proxy
+	// forwards itself (absolute-form, not CONNECT); nil verifies upstream
+	// certificates against the gateway's system roots.
+	UpstreamTLS *tls.Config
 	// Logger gets one line per connection; the caller adds user and chat
 	// with With. Secrets are never logged.
 	Logger hclog.Logger
@@ -91,6 +96,12 @@ type Proxy struct {
 	slots chan struct{}
 
 	conns, refused, up, down atomic.Int64
+
+	// ctx ends at Close; requests run on it rather than on their client
+	// connection's context, which net/http cancels when the client
+	// half-closes after its request (busybox wget, nc).
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	closed  bool
@@ -128,12 +139,15 @@ func New(o Options) (*Proxy, error) {
 	if p.log == nil {
 		p.log = hclog.NewNullLogger()
 	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.plain = &httputil.ReverseProxy{
 		Rewrite: p.rewrite,
 		Transport: &http.Transport{
 			Proxy:                 nil,
 			DialContext:           p.dialPlanned,
 			DisableKeepAlives:     true, // one connection per request: its bytes are the request's
+			TLSClientConfig:       o.UpstreamTLS.Clone(),
+			ForceAttemptHTTP2:     false,
 			ResponseHeaderTimeout: 5 * time.Minute,
 		},
 		ErrorHandler: p.plainError,
@@ -155,6 +169,7 @@ func (p *Proxy) Serve(ln net.Listener) error {
 // Close stops the proxy and cuts every connection, tunnels included. It
 // is safe to call more than once.
 func (p *Proxy) Close() error {
+	p.cancel()
 	p.mu.Lock()
 	p.closed = true
 	for c := range p.tunnels {
@@ -238,13 +253,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Scheme == "http" && r.URL.Host != "":
 			host, port, err = splitAuthority(r.URL.Host, 80)
+		case r.URL.Scheme == "https" && r.URL.Host != "":
+			// Clients such as busybox wget send https:// URLs to the
+			// proxy instead of CONNECT: the proxy speaks TLS upstream.
+			host, port, err = splitAuthority(r.URL.Host, 443)
 		case r.URL.Host == "":
 			err = fmt.Errorf("%w: %s %s is not a proxy request; this is the sandbox's egress proxy (HTTP_PROXY), send requests with an absolute URL", ErrRefused, r.Method, r.URL.RequestURI())
 		default:
-			err = fmt.Errorf("%w: scheme %q; the proxy forwards http:// requests and tunnels https:// with CONNECT", ErrRefused, r.URL.Scheme)
+			err = fmt.Errorf("%w: scheme %q; the proxy forwards http:// and https:// requests and tunnels with CONNECT", ErrRefused, r.URL.Scheme)
 		}
 	}
 	a.host, a.port = host, port
+	ctx, stop := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer stop()
+	defer context.AfterFunc(p.ctx, stop)()
+	r = r.WithContext(ctx)
 	var rule Rule
 	var addrs []netip.Addr
 	if err == nil {

@@ -219,6 +219,7 @@ func TestRefusals(t *testing.T) {
 		"wildcard boundary":      {"evil-example.test", 403, []string{"not on the sandbox's egress allowlist"}},
 		"wildcard to private":    {"a.example.test", 403, []string{"169.254.169.254, 10.0.0.1"}},
 		"ipv6 loopback":          {"[::1]", 403, []string{"IP address"}},
+		"uppercase wildcard":     {"A.EXAMPLE.TEST", 403, []string{"169.254.169.254, 10.0.0.1"}},
 		"name that never exists": {"nxdomain.test", 502, []string{"resolve nxdomain.test"}},
 	}
 	for name, tc := range tests {
@@ -484,4 +485,52 @@ func TestNotAProxyRequest(t *testing.T) {
 func TestNewRejectsNegativeCaps(t *testing.T) {
 	_, err := New(Options{MaxBytes: -1})
 	assert.ErrorContains(t, err, "never unlimited")
+}
+
+// TestAbsoluteHTTPS: a client that sends an https:// URL to the proxy (not
+// CONNECT) gets the proxy's own TLS upstream, verified, with the
+// credential added; an upstream certificate that does not verify fails.
+func TestAbsoluteHTTPS(t *testing.T) {
+	var gotAuth string
+	srv, tc := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth = r.Header.Get("Authorization")
+		_, _ = io.WriteString(w, "secure")
+	}))
+	port := portOf(t, srv.URL)
+	for name, trust := range map[string]bool{"verified": true, "untrusted certificate": false} {
+		t.Run(name, func(t *testing.T) {
+			gotAuth = ""
+			o := Options{Secret: func(string) (string, bool) { return "tls-secret", true }}
+			if trust {
+				o.UpstreamTLS = tc
+			}
+			r := newRig(t, o, Rule{Host: "secure.test", Port: port, Private: true, Credential: &Credential{Env: "T", Prefix: "Bearer "}})
+			r.res.names["secure.test"] = []string{"127.0.0.1"}
+			// What busybox wget sends for https:// through a proxy.
+			c, err := net.Dial("tcp", r.url.Host)
+			require.NoError(t, err)
+			defer func() { _ = c.Close() }()
+			_, err = fmt.Fprintf(c, "GET https://secure.test:%d/x HTTP/1.1\r\nHost: secure.test:%d\r\nConnection: close\r\n\r\n", port, port)
+			require.NoError(t, err)
+			// And half-closes, as busybox wget and nc do: net/http then
+			// cancels the request's context, which must not stop it.
+			require.NoError(t, c.(*net.TCPConn).CloseWrite())
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			require.NoError(t, err)
+			defer func() { _ = resp.Body.Close() }()
+			body, _ := io.ReadAll(resp.Body)
+			if !trust {
+				assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
+				assert.Contains(t, string(body), "certificate")
+				assert.Empty(t, gotAuth, "nothing reached a server that did not verify")
+				return
+			}
+			assert.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+			assert.Equal(t, "secure", string(body))
+			assert.Equal(t, "Bearer tls-secret", gotAuth)
+			l := r.waitLine(t, "secure.test")
+			assert.Equal(t, "ok", l["outcome"])
+			assert.Greater(t, l["bytes_up"].(float64), float64(200), "the TLS handshake went up through the counted connection")
+		})
+	}
 }
