@@ -85,8 +85,8 @@ type Stats struct {
 	BytesUp, BytesDown int64
 }
 
-// Proxy is an HTTP forward proxy (absolute-form http:// requests and
-// CONNECT tunnels) that reaches only what its Policy allows. It is safe for
+// Proxy is an HTTP forward proxy (absolute-form http:// and https://
+// requests and CONNECT tunnels) that reaches only what its Policy allows. It is safe for
 // concurrent use.
 type Proxy struct {
 	o     Options
@@ -240,7 +240,8 @@ func (p *Proxy) logAttempt(a *attempt) {
 }
 
 // ServeHTTP implements http.Handler: CONNECT opens a tunnel, an
-// absolute-form http:// request is forwarded, anything else is refused.
+// absolute-form http:// or https:// request is forwarded, anything else is
+// refused.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := &attempt{method: r.Method, start: time.Now()}
 	defer p.logAttempt(a)
