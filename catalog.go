@@ -118,6 +118,11 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 		// Cursor's CLI talks to Cursor itself (see package cursor).
 		s.DirectModel = c.Type == config.ConnectorCursor
 	}
+	pol, err := EgressPolicy(sb.Egress)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sandbox.egress: %w", err))
+	}
+	s.Egress = pol
 	files, err := ca.SkillFiles(o.SkillsDir)
 	if err != nil {
 		errs = append(errs, err)

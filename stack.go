@@ -52,6 +52,9 @@ type Options struct {
 	// Model configures the model route (budgets, allowed models, caps);
 	// its Logger is set by New.
 	Model modelroute.Options
+	// Egress configures the egress proxies of assistants with
+	// sandbox.egress (caps; a resolver for tests).
+	Egress modelroute.EgressOptions
 	// MeterProvider and TracerProvider receive the metrics and spans
 	// (OpenTelemetry's global providers when nil).
 	MeterProvider  metric.MeterProvider
@@ -126,6 +129,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
 			return modelroute.New(mo), nil
 		},
+		Egress:         modelroute.NewEgress(o.Egress),
 		Logger:         log,
 		Admission:      o.Admission,
 		MeterProvider:  o.MeterProvider,

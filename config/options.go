@@ -369,6 +369,8 @@ var sandboxOptions = []option{
 				s.sb.leaseWaitSet = true
 			}
 		}},
+	{Key: "egress", Type: "array", Default: "[] (nothing)", Doc: egressDoc,
+		decode: func(s *sandboxDecoder, n *node, path string) { s.egress(n, path) }},
 	{Key: "arguments", Type: "object", Default: "{}", Doc: "command-specific arguments, see Commands",
 		decode: func(s *sandboxDecoder, n *node, path string) { s.arguments(n, path) }},
 	{Key: "budget", Type: "object", Default: "calls 4*max_turns+10 (210), tokens 2000000, wall = timeout",
@@ -534,12 +536,16 @@ func (s *sandboxDecoder) crossChecks(block *node, path string, badNetwork bool) 
 	if sb.Inodes > sb.DiskBytes/1024 && sb.DiskBytes > 0 {
 		s.errorf(at("max_inodes"), joinPath(path, "max_inodes"), fmt.Sprintf("use at most %d or raise max_disk", sb.DiskBytes/1024), "%d files do not fit in max_disk %s (a file takes at least 1 KiB)", sb.Inodes, formatSize(sb.DiskBytes))
 	}
-	if s.cmd != nil && s.cmd.NeedsNetwork != "" && sb.Network == "none" && !badNetwork {
+	if len(sb.Egress) > 0 && sb.Network != "none" && !badNetwork {
+		s.errorf(at("egress"), joinPath(path, "egress"), `remove "network" (or set it to "none") so that the allowlist is the sandbox's only way out`,
+			"has no effect with network %q: the container reaches every host directly", sb.Network)
+	}
+	if s.cmd != nil && s.cmd.NeedsNetwork != "" && sb.Network == "none" && len(sb.Egress) == 0 && !badNetwork {
 		where, key := at("network"), "network"
 		if s.nodes["network"] == nil {
 			where = at("command")
 		}
-		s.errorf(where, joinPath(path, key), `declare egress, e.g. "network": "bridge" (or a network you created that reaches only the vendor)`,
+		s.errorf(where, joinPath(path, key), `list the vendor's hosts in "egress" (the CLI must honour HTTPS_PROXY), or declare "network": "bridge" (or a network you created that reaches only the vendor)`,
 			"a %s sandbox cannot run with network %q: %s", s.cmd.Name, sb.Network, s.cmd.NeedsNetwork)
 	}
 }

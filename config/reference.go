@@ -88,6 +88,7 @@ func reference() string {
 	}
 	w("\nSizes are a number with k, m or g (binary multiples, e.g. \"512m\", \"4g\"). Durations are Go durations (\"500ms\", \"30s\", \"10m\").\n\n")
 
+	w("%s", egressReference)
 	w("## Commands\n\n")
 	for _, c := range commands {
 		w("### %s\n\n%s\n\n- default image: `%s`\n- connector types: %s\n", c.Name, c.Doc, c.DefaultImage, quoteList(c.ConnectorTypes))

@@ -48,6 +48,9 @@ type Sandbox struct {
 	Arguments map[string]any `json:"arguments"`
 	// Budget overrides the per-request model budget (sandbox.budget).
 	Budget Budget `json:"budget,omitzero"`
+	// Egress lists the hosts the sandbox's egress proxy lets the agent
+	// reach (sandbox.egress); empty means no proxy and no way out.
+	Egress []EgressRule `json:"egress,omitempty"`
 
 	leaseWaitSet bool
 }
@@ -90,6 +93,7 @@ func (s *Sandbox) Spec() executor.Spec {
 		LeaseWait:   s.LeaseWait,
 		DiskBytes:   s.DiskBytes,
 		Inodes:      s.Inodes,
+		Egress:      len(s.Egress) > 0,
 	}
 }
 

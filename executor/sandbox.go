@@ -27,6 +27,11 @@ type Spec struct {
 	// Network is the Docker network mode; "none" unless the assistant
 	// declares otherwise.
 	Network string
+	// Egress gives the agent a proxy to the host's egress allowlist: the
+	// backend relays a loopback port to {HostDir}/egress.sock and sets
+	// HTTP_PROXY, HTTPS_PROXY and NO_PROXY for it, while the container
+	// keeps Network. The caller serves the proxy (package executor/egress).
+	Egress bool
 	// Runtime is the OCI runtime ("" for the daemon default, or "runsc").
 	Runtime string
 	// User is "uid:gid" inside the container; never root by default.

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/egress"
 	"github.com/agentbox/agentbox/executor/modelproxy"
 	"github.com/agentbox/agentbox/hooks"
 )
@@ -87,6 +88,10 @@ type Sandbox struct {
 	// real key as RunRequest.APIKey and its host as ModelBaseURL, the
 	// sandbox needs network egress, and usage is the CLI's own report.
 	DirectModel bool
+	// Egress is the allowlist of the run's egress proxy (package.yao
+	// sandbox.egress); nil means none, and then Spec.Egress is false and
+	// the container has no way out besides its Network.
+	Egress *egress.Policy
 }
 
 // Connector is an assistant's model endpoint.

@@ -50,6 +50,9 @@ type Options struct {
 	// DrainTimeout bounds how long Close lets runs in flight finish before
 	// it cancels them (default DefaultDrainTimeout).
 	DrainTimeout time.Duration
+	// Egress opens the egress proxy of runs whose assistant has an
+	// egress policy (modelroute.NewEgress; without it such runs fail).
+	Egress EgressRouter
 	// TeardownTimeout bounds a sandbox's removal, which runs on a context
 	// the caller cannot cancel (default DefaultTeardownTimeout).
 	TeardownTimeout time.Duration

@@ -46,6 +46,8 @@ type run struct {
 	// phase is the last phase the request entered, for its outcome line.
 	phase string
 	tr    runTrace
+	// egress is the run's egress proxy (nil without sandbox.egress).
+	egress io.Closer
 
 	emitMu   sync.Mutex
 	emit     Emit
@@ -301,6 +303,9 @@ func (r *run) start(ctx context.Context) error {
 		}
 		r.route = route
 	}
+	if r.egress, err = r.openEgress(ctx, sb); err != nil {
+		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's egress proxy could not open; the gateway's log has the details"))
+	}
 	if err := r.openTools(sb); err != nil {
 		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's tools could not open; the gateway's log has the details"))
 	}
@@ -355,6 +360,11 @@ func (r *run) teardown(ctx context.Context) {
 	if r.tools != nil {
 		if err := r.tools.Close(); err != nil {
 			r.log.Warn("closing the tools session failed", "error", err)
+		}
+	}
+	if r.egress != nil {
+		if err := r.egress.Close(); err != nil {
+			r.log.Warn("closing the egress proxy failed", "error", err)
 		}
 	}
 	if r.route != nil {

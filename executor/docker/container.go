@@ -133,6 +133,9 @@ func newPlan(spec executor.Spec, o Options, now time.Time) (plan, error) {
 	if spec.LeaseWait == 0 {
 		spec.LeaseWait = o.DefaultLeaseWait
 	}
+	if err := checkEgress(spec, o); err != nil {
+		return p, err
+	}
 	if p.disk, p.inodes, err = quotaLimits(spec); err != nil {
 		return p, err
 	}
@@ -173,7 +176,7 @@ func (p plan) mainCommand() []string {
 // DESIGN.md, with the workspace at executor.ContainerWorkdir, the host dir
 // at ContainerHostDir and the optional helper binary.
 func (p plan) containerConfig(o Options, sandboxID, workspaceDir, hostDir string) (*container.Config, *container.HostConfig) {
-	env := append([]string{"HOME=" + o.Home}, p.spec.Env...)
+	env := append(append([]string{"HOME=" + o.Home}, p.spec.Env...), p.egressEnv(o)...)
 	cfg := &container.Config{
 		Image:           p.image,
 		User:            p.spec.User,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/agentbox/agentbox/executor"
@@ -61,12 +62,48 @@ func (o Options) helperPath() string {
 // serves exec and the model relay and exits at the deadline.
 func (p plan) helperCommand(o Options, bin string) []string {
 	return helper.ServeArgs(bin, helper.ServeOptions{
-		Dir:       ContainerHostDir,
-		Workdir:   executor.ContainerWorkdir,
-		Deadline:  p.deadline,
-		ModelPort: max(o.ModelPort, 0),
-		KillGrace: o.StopGrace,
+		Dir:        ContainerHostDir,
+		Workdir:    executor.ContainerWorkdir,
+		Deadline:   p.deadline,
+		ModelPort:  max(o.ModelPort, 0),
+		EgressPort: p.egressPort(o),
+		KillGrace:  o.StopGrace,
 	})
+}
+
+// egressPort is the helper's egress relay port for p, 0 without egress.
+func (p plan) egressPort(o Options) int {
+	if !p.spec.Egress || o.helperPath() == "" {
+		return 0
+	}
+	return max(o.EgressPort, 0)
+}
+
+// checkEgress refuses a Spec asking for egress the executor cannot relay.
+func checkEgress(spec executor.Spec, o Options) error {
+	if !spec.Egress {
+		return nil
+	}
+	if o.helperPath() == "" {
+		return fmt.Errorf("spec: Egress needs the helper to relay the proxy; set Options.HelperBinary or UseImageHelper: %w", executor.ErrInvalid)
+	}
+	if o.EgressPort <= 0 {
+		return fmt.Errorf("spec: Egress is asked for but Options.EgressPort turns the relay off; leave it 0 for the default: %w", executor.ErrInvalid)
+	}
+	return nil
+}
+
+// egressEnv is the proxy environment of a sandbox with egress: the
+// variables curl, wget, git, npm and pip read, in both cases, with the
+// loopback model relay exempted.
+func (p plan) egressEnv(o Options) []string {
+	port := p.egressPort(o)
+	if port == 0 {
+		return nil
+	}
+	u := "http://127.0.0.1:" + strconv.Itoa(port)
+	const noProxy = "localhost,127.0.0.1,::1"
+	return []string{"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u, "NO_PROXY=" + noProxy, "no_proxy=" + noProxy}
 }
 
 // waitHelper waits for the helper's hello on the host dir's exec socket,

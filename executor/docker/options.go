@@ -26,6 +26,8 @@ const (
 	DefaultTmpfsBytes        = 256 << 20
 	DefaultHome              = "/home/agent"
 	DefaultModelPort         = 7000
+	// DefaultEgressPort is the loopback port of the egress relay.
+	DefaultEgressPort = 7001
 )
 
 // Fixed paths inside the container.
@@ -100,6 +102,11 @@ type Options struct {
 	// relays model traffic to {HostDir}/model.sock; 0 means DefaultModelPort,
 	// negative turns the relay off. Only used with the helper.
 	ModelPort int
+	// EgressPort is the loopback port inside the container where the helper
+	// relays a sandbox's egress (Spec.Egress) to {HostDir}/egress.sock; 0
+	// means DefaultEgressPort, negative turns egress off (a Spec asking for
+	// it is refused). Only used with the helper.
+	EgressPort int
 	// Workspace configures the host-side file API (UID/GID are taken from
 	// the sandbox user).
 	Workspace executor.WorkspaceOptions
@@ -164,6 +171,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ModelPort > 65535 {
 		return o, fmt.Errorf("docker executor: Options.ModelPort %d is not a port: %w", o.ModelPort, executor.ErrInvalid)
+	}
+	if o.EgressPort == 0 {
+		o.EgressPort = DefaultEgressPort
+	}
+	if o.EgressPort > 65535 || (o.EgressPort > 0 && o.EgressPort == o.ModelPort) {
+		return o, fmt.Errorf("docker executor: Options.EgressPort %d is not a port apart from ModelPort: %w", o.EgressPort, executor.ErrInvalid)
 	}
 	if o.MaxOutput <= 0 {
 		o.MaxOutput = executor.DefaultMaxOutput

@@ -70,6 +70,17 @@ func (s *Sandbox) ModelBaseURL() string {
 	return fmt.Sprintf("http://127.0.0.1:%d", s.e.o.ModelPort)
 }
 
+// EgressProxyURL is the agent's HTTP_PROXY inside the container (the
+// helper's relay to {HostDir}/egress.sock), or "" when the sandbox was not
+// created with Spec.Egress.
+func (s *Sandbox) EgressProxyURL() string {
+	port := s.plan.egressPort(s.e.o)
+	if s.helper == nil || port == 0 {
+		return ""
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
 // ExecPath names how commands run: PathHelper or PathDockerExec.
 func (s *Sandbox) ExecPath() string { return s.runner.path() }
 

@@ -44,6 +44,9 @@ type ServeOptions struct {
 	// ModelPort, when > 0, makes the helper relay 127.0.0.1:ModelPort to
 	// Dir/model.sock (set ANTHROPIC_BASE_URL=http://127.0.0.1:ModelPort).
 	ModelPort int
+	// EgressPort, when > 0, makes the helper relay 127.0.0.1:EgressPort to
+	// Dir/egress.sock (set HTTP_PROXY=http://127.0.0.1:EgressPort).
+	EgressPort int
 	// KillGrace is the SIGTERM→SIGKILL delay for cancelled commands
 	// (DefaultKillGrace when 0).
 	KillGrace time.Duration
@@ -67,6 +70,9 @@ func ServeArgs(binPath string, o ServeOptions) []string {
 	}
 	if o.ModelPort > 0 {
 		args = append(args, "--model-port", strconv.Itoa(o.ModelPort))
+	}
+	if o.EgressPort > 0 {
+		args = append(args, "--egress-port", strconv.Itoa(o.EgressPort))
 	}
 	if o.KillGrace > 0 {
 		args = append(args, "--kill-grace", o.KillGrace.String())

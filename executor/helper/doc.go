@@ -20,6 +20,9 @@
 //   - model.sock: the host's model proxy (package executor/modelproxy). The
 //     helper listens on 127.0.0.1:<ModelPort> inside the container (network
 //     none still has loopback) and relays each TCP connection to it.
+//   - egress.sock: the host's egress proxy (package executor/egress), the
+//     same relay on 127.0.0.1:<EgressPort>; the agent's HTTP_PROXY and
+//     HTTPS_PROXY point there when the assistant has an egress policy.
 //   - mcp.sock: the host's MCP endpoint. `agentbox-helper mcp --server <id>`
 //     is the stdio MCP server named in .mcp.json; it sends one hello line
 //     (MCPHello: version, server id, per-request token taken from

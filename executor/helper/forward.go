@@ -13,24 +13,25 @@ import (
 // dialTimeout bounds a dial of a host socket from inside the container.
 const dialTimeout = 5 * time.Second
 
-// acceptModel relays each loopback TCP connection to the host's model proxy
-// socket, dialled per connection so a restarted host listener is picked up.
-func (s *Server) acceptModel(ln net.Listener) error {
-	host := SocketPath(s.opts.Dir, ModelSocket)
+// acceptRelay relays each loopback TCP connection to the host socket name
+// (ModelSocket, EgressSocket), dialled per connection so a restarted host
+// listener is picked up.
+func (s *Server) acceptRelay(ln net.Listener, name string) error {
+	host := SocketPath(s.opts.Dir, name)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return fmt.Errorf("helper: accept on model port: %w", err)
+			return fmt.Errorf("helper: accept on the port relayed to %s: %w", name, err)
 		}
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
-			up, err := dialSock(ctx, s.opts.Dir, ModelSocket)
+			up, err := dialSock(ctx, s.opts.Dir, name)
 			cancel()
 			if err != nil {
-				s.log.Warn("model proxy unreachable", "socket", host, "err", err)
+				s.log.Warn("host socket unreachable", "socket", host, "err", err)
 				_ = c.Close()
 				return
 			}

@@ -292,3 +292,41 @@ func TestExecStdoutWriteError(t *testing.T) {
 	assert.Contains(t, err.Error(), "disk full")
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
+
+// TestEgressForwarderRelaysToEgressSocket: the egress port is relayed to
+// egress.sock, not to model.sock, and both relays run side by side.
+func TestEgressForwarderRelaysToEgressSocket(t *testing.T) {
+	free := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer func() { _ = l.Close() }()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	mport, eport := free(), free()
+	_, dir := startLocal(t, ServerOptions{ModelPort: mport, EgressPort: eport})
+	for name, answer := range map[string]string{ModelSocket: "model", EgressSocket: "egress"} {
+		ln, err := ListenHostSocket(dir, name, -1, -1)
+		require.NoError(t, err)
+		defer func() { _ = ln.Close() }()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, answer)
+				_ = c.Close()
+			}
+		}()
+	}
+	get := func(port int) string {
+		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		require.NoError(t, err)
+		defer func() { _ = c.Close() }()
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	assert.Equal(t, "egress", get(eport))
+	assert.Equal(t, "model", get(mport))
+	assert.Contains(t, strings.Join(ServeArgs("/h", ServeOptions{EgressPort: eport}), " "), "--egress-port "+strconv.Itoa(eport))
+}

@@ -22,6 +22,10 @@ const (
 	// ModelSocket is the host's model proxy; the helper dials it per TCP
 	// connection the agent opens on 127.0.0.1:<ModelPort>.
 	ModelSocket = "model.sock"
+	// EgressSocket is the host's egress proxy (package executor/egress);
+	// the helper dials it per TCP connection the agent opens on
+	// 127.0.0.1:<EgressPort>, its HTTP_PROXY.
+	EgressSocket = "egress.sock"
 	// MCPSocket is the host's MCP endpoint; `agentbox-helper mcp` dials it.
 	MCPSocket = "mcp.sock"
 	// TokenFile, when the host writes it (mode 0400, owned by the sandbox
@@ -187,7 +191,8 @@ func SocketPath(dir, name string) string { return filepath.Join(dir, name) }
 // bound, where an agent racing the host could swap the path.
 var testHookListened func(path string)
 
-// ListenHostSocket listens on the host socket name (ModelSocket, MCPSocket)
+// ListenHostSocket listens on the host socket name (ModelSocket, MCPSocket,
+// EgressSocket)
 // in hostDir for the helper to dial: it removes a stale socket file, listens,
 // and gives the socket to the sandbox user (uid:gid, mode 0600) so the
 // non-root helper may connect. Pass uid -1 to keep the owner (a host that
@@ -235,7 +240,26 @@ func ListenHostSocket(hostDir, name string, uid, gid int) (net.Listener, error) 
 			return nil, fmt.Errorf("helper: give %s to the sandbox user %d:%d (run the gateway as root or as that user): %w", path, uid, gid, err)
 		}
 	}
-	return ln, nil
+	return &hostListener{Listener: ln, path: path}, nil
+}
+
+// hostListener removes its socket file when it closes: the listener was
+// bound through a /proc/self/fd path that no longer names the directory
+// by then. Remove does not follow a link the agent may have put there.
+type hostListener struct {
+	net.Listener
+	path string
+	once sync.Once
+}
+
+func (l *hostListener) Close() error {
+	err := l.Listener.Close()
+	l.once.Do(func() {
+		if rerr := os.Remove(l.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
+			err = fmt.Errorf("helper: remove %s: %w", l.path, rerr)
+		}
+	})
+	return err
 }
 
 // ErrSocketReplaced is wrapped by ListenHostSocket when the socket it made

@@ -38,6 +38,9 @@ type ServerOptions struct {
 	// ModelPort, when > 0, is the loopback TCP port relayed to
 	// Dir/model.sock.
 	ModelPort int
+	// EgressPort, when > 0, is the loopback TCP port relayed to
+	// Dir/egress.sock, the host's egress proxy (HTTP_PROXY).
+	EgressPort int
 	// Deadline, when set, is the dead-man switch: at it every command's
 	// process group is killed and Run returns ErrDeadline, whether or not
 	// the host is still there.
@@ -96,13 +99,24 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("helper: listen on %s: %w; is the per-sandbox directory mounted writable at %s?", sock, err, s.opts.Dir)
 	}
-	var mln net.Listener
+	var mln, eln net.Listener
 	if s.opts.ModelPort > 0 {
 		var lc net.ListenConfig
 		mln, err = lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.ModelPort)))
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("helper: model forwarder: %w; pick another --model-port", err)
+		}
+	}
+	if s.opts.EgressPort > 0 {
+		var lc net.ListenConfig
+		eln, err = lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.EgressPort)))
+		if err != nil {
+			_ = ln.Close()
+			if mln != nil {
+				_ = mln.Close()
+			}
+			return fmt.Errorf("helper: egress forwarder: %w; pick another --egress-port", err)
 		}
 	}
 
@@ -115,10 +129,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	wg.Go(func() { errc <- s.acceptExec(ln) })
 	if mln != nil {
-		wg.Go(func() { errc <- s.acceptModel(mln) })
+		wg.Go(func() { errc <- s.acceptRelay(mln, ModelSocket) })
+	}
+	if eln != nil {
+		wg.Go(func() { errc <- s.acceptRelay(eln, EgressSocket) })
 	}
 	select {
 	case <-runCtx.Done():
@@ -128,6 +145,9 @@ func (s *Server) Run(ctx context.Context) error {
 	_ = ln.Close()
 	if mln != nil {
 		_ = mln.Close()
+	}
+	if eln != nil {
+		_ = eln.Close()
 	}
 	s.killAll()
 	select {

@@ -7,7 +7,8 @@
 // Usage:
 //
 //	agentbox-helper serve [--dir /run/agentbox] [--workdir /workspace]
-//	                      [--deadline RFC3339] [--model-port N] [--kill-grace 500ms] [--debug]
+//	                      [--deadline RFC3339] [--model-port N] [--egress-port N]
+//	                      [--kill-grace 500ms] [--debug]
 //	agentbox-helper mcp --server <id> [--dir /run/agentbox]
 //	agentbox-helper version
 //
@@ -77,6 +78,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&o.Workdir, "workdir", "/workspace", "working directory of commands that name none")
 	fs.StringVar(&deadline, "deadline", "", "RFC3339 time at which every command is killed and the helper exits")
 	fs.IntVar(&o.ModelPort, "model-port", 0, "loopback TCP port relayed to <dir>/model.sock (0: off)")
+	fs.IntVar(&o.EgressPort, "egress-port", 0, "loopback TCP port relayed to <dir>/egress.sock, the agent's HTTP_PROXY (0: off)")
 	fs.DurationVar(&o.KillGrace, "kill-grace", helper.DefaultKillGrace, "SIGTERM to SIGKILL delay for cancelled commands")
 	fs.BoolVar(&debug, "debug", false, "log to stderr")
 	if err := fs.Parse(args); err != nil {

@@ -1,0 +1,277 @@
+package docker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/egress"
+	"github.com/agentbox/agentbox/executor/helper"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+func TestEgressPlan(t *testing.T) {
+	withHelper, err := Options{DataDir: "/data", Image: "img", HelperBinary: "/bin/sh"}.withDefaults()
+	require.NoError(t, err)
+	spec := executor.Spec{UserID: "u", ChatID: "c", Timeout: time.Hour, Egress: true}
+	p, err := newPlan(spec, withHelper, time.Now())
+	require.NoError(t, err)
+	cfg, hc := p.containerConfig(withHelper, "sb1", "/w", "/h")
+	proxy := fmt.Sprintf("http://127.0.0.1:%d", DefaultEgressPort)
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		assert.Contains(t, cfg.Env, k+"="+proxy)
+	}
+	assert.Contains(t, cfg.Env, "NO_PROXY=localhost,127.0.0.1,::1", "the model relay on loopback is not proxied")
+	assert.True(t, cfg.NetworkDisabled, "egress keeps network none")
+	assert.Equal(t, "none", string(hc.NetworkMode))
+	assert.Contains(t, strings.Join(p.helperCommand(withHelper, ContainerHelperPath), " "), fmt.Sprintf("--egress-port %d", DefaultEgressPort))
+
+	// Without Spec.Egress: no proxy variables, no relay.
+	spec.Egress = false
+	p, err = newPlan(spec, withHelper, time.Now())
+	require.NoError(t, err)
+	cfg, _ = p.containerConfig(withHelper, "sb1", "/w", "/h")
+	assert.NotContains(t, strings.Join(cfg.Env, " "), "PROXY")
+	assert.NotContains(t, strings.Join(p.helperCommand(withHelper, ContainerHelperPath), " "), "--egress-port")
+
+	// Egress without the helper, or with the relay off, is refused.
+	spec.Egress = true
+	noHelper, err := Options{DataDir: "/data", Image: "img"}.withDefaults()
+	require.NoError(t, err)
+	_, err = newPlan(spec, noHelper, time.Now())
+	assert.ErrorIs(t, err, executor.ErrInvalid)
+	assert.ErrorContains(t, err, "HelperBinary")
+	off, err := Options{DataDir: "/data", Image: "img", HelperBinary: "/bin/sh", EgressPort: -1}.withDefaults()
+	require.NoError(t, err)
+	_, err = newPlan(spec, off, time.Now())
+	assert.ErrorContains(t, err, "EgressPort")
+	_, err = Options{DataDir: "/data", ModelPort: 7100, EgressPort: 7100}.withDefaults()
+	assert.ErrorIs(t, err, executor.ErrInvalid)
+}
+
+// hostsResolver maps test names to loopback; every other name fails, so
+// nothing is ever resolved or sent beyond this host.
+type hostsResolver map[string]string
+
+func (h hostsResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := h[host]; ok {
+		return []netip.Addr{netip.MustParseAddr(a)}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// TestEgressEndToEnd: the agent's wget in a network-none container reaches
+// a loopback server on the host through the helper's relay and the egress
+// proxy, by a name only the proxy resolves; the proxy adds a credential the
+// container never holds; refused destinations get the proxy's 403; the
+// connection log names user, chat, host and bytes.
+func TestEgressEndToEnd(t *testing.T) {
+	e := newTestExecutor(t, func(o *Options) { o.HelperBinary = testenv.HelperBinary(t) })
+	var tokb [16]byte
+	_, _ = rand.Read(tokb[:])
+	token := "egress-secret-" + hex.EncodeToString(tokb[:])
+
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Host+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "no credential", http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.WriteString(w, "registry-index-v1\n")
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "tls-index-v1\n")
+	}))
+	defer tlsSrv.Close()
+	tlsPort := tlsSrv.Listener.Addr().(*net.TCPAddr).Port
+	pool := x509.NewCertPool()
+	pool.AddCert(tlsSrv.Certificate())
+
+	spec := testSpec("egress")
+	spec.Egress = true
+	sb := create(t, e, spec)
+	require.NotEmpty(t, sb.EgressProxyURL())
+
+	pol, err := egress.NewPolicy(egress.Rule{Host: "pkgs.test", Port: port, Private: true,
+		Credential: &egress.Credential{Env: "PKG_TOKEN", Prefix: "Bearer "}},
+		egress.Rule{Host: "rebind.test", Port: port},
+		egress.Rule{Host: "tls.test", Port: tlsPort, Private: true})
+	require.NoError(t, err)
+	logs := &testenv.SyncBuffer{}
+	proxy, err := egress.New(egress.Options{
+		Policy:   pol,
+		Resolver: hostsResolver{"pkgs.test": "127.0.0.1", "tls.test": "127.0.0.1", "rebind.test": "127.0.0.1", "localhost": "127.0.0.1"},
+		Secret: func(name string) (string, bool) {
+			return token, name == "PKG_TOKEN"
+		},
+		Logger:      hclog.New(&hclog.LoggerOptions{Output: logs, JSONFormat: true}).With("user", spec.UserID, "chat", spec.ChatID),
+		UpstreamTLS: &tls.Config{RootCAs: pool, ServerName: "example.com"}, // httptest's certificate names example.com
+	})
+	require.NoError(t, err)
+	ln, err := helper.ListenHostSocket(sb.HostDir(), helper.EgressSocket, executor.DefaultUID, executor.DefaultGID)
+	require.NoError(t, err)
+	go func() { _ = proxy.Serve(ln) }()
+	defer func() { _ = proxy.Close() }()
+
+	out := mustRun(t, sb, fmt.Sprintf("wget -q -O - http://pkgs.test:%d/index.json", port))
+	assert.Equal(t, "registry-index-v1", out)
+	mu.Lock()
+	assert.Equal(t, []string{fmt.Sprintf("pkgs.test:%d Bearer %s", port, token)}, seen, "the credential reached the registry")
+	mu.Unlock()
+
+	// HTTPS: busybox wget sends the https:// URL to the proxy, which speaks
+	// TLS upstream itself and checks the server's certificate.
+	out, stderr, res, err := run(t, sb, fmt.Sprintf("wget -q -O - https://tls.test:%d/", tlsPort))
+	require.NoError(t, err)
+	if res.ExitCode != 0 {
+		dbg, _, _, _ := run(t, sb, fmt.Sprintf(`printf 'GET https://tls.test:%d/ HTTP/1.0\r\n\r\n' | nc 127.0.0.1 %d`, tlsPort, DefaultEgressPort))
+		t.Fatalf("stderr %s; proxy says %s", stderr, dbg)
+	}
+	assert.Equal(t, "tls-index-v1", strings.TrimSpace(out))
+
+	for name, u := range map[string]string{
+		"not listed": fmt.Sprintf("http://other.test:%d/", port),
+		"metadata":   "http://169.254.169.254/latest/meta-data/",
+		"localhost":  fmt.Sprintf("http://localhost.:%d/", port), // the trailing dot defeats NO_PROXY's exemption
+		"rebinding":  fmt.Sprintf("http://rebind.test:%d/", port),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, stderr, res, err := run(t, sb, "wget -q -O - "+u)
+			require.NoError(t, err)
+			assert.NotEqual(t, 0, res.ExitCode)
+			assert.Contains(t, stderr, "403", "the proxy refused it")
+		})
+	}
+	// The same refusal as the agent reads it, body included.
+	body := mustRun(t, sb, fmt.Sprintf(`printf 'GET http://other.test:%d/ HTTP/1.0\r\n\r\n' | nc 127.0.0.1 %d`, port, DefaultEgressPort))
+	assert.Contains(t, body, "403 Forbidden")
+	assert.Contains(t, body, "other.test:"+fmt.Sprint(port)+" is not on the sandbox's egress allowlist")
+	assert.Contains(t, body, egress.ConfigKey)
+	mu.Lock()
+	assert.Len(t, seen, 1, "no refused request reached the server")
+	mu.Unlock()
+
+	// The secret is nowhere the agent can look: no process environment or
+	// command line, no file in the writable places. The search runs on the
+	// host over what the container prints, so the token is never put in
+	// the container by the test itself.
+	dump := mustRun(t, sb, `cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'; `+
+		`find /workspace /tmp "$HOME" /run/agentbox -type f 2>/dev/null | while read -r f; do cat "$f"; done 2>/dev/null; env`)
+	assert.Contains(t, dump, "HTTP_PROXY=http://127.0.0.1:", "the dump covers the environment")
+	assert.NotContains(t, dump, token)
+	assert.NotContains(t, dump, hex.EncodeToString(tokb[:]))
+	// Nor in the memory of any process of the container, read from the
+	// host; the helper's own argument is the control that the read works.
+	found, control := searchContainerMemory(t, sb.ID(), []byte(token), []byte("--egress-port"))
+	assert.False(t, found, "the secret is in a container process's memory")
+	assert.True(t, control, "the memory search found the helper's own argument")
+	inspect, err := e.api.ContainerInspect(context.Background(), sb.ID())
+	require.NoError(t, err)
+	ib, _ := json.Marshal(inspect)
+	assert.NotContains(t, string(ib), token, "docker inspect does not show it either")
+
+	// The log: one line per attempt with user, chat, host and bytes.
+	var ok, refused int
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		m := map[string]any{}
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		assert.Equal(t, spec.UserID, m["user"])
+		assert.Equal(t, spec.ChatID, m["chat"])
+		assert.Contains(t, m, "bytes_up")
+		assert.Contains(t, m, "bytes_down")
+		switch m["outcome"] {
+		case "ok":
+			ok++
+			assert.Contains(t, []any{"pkgs.test", "tls.test"}, m["host"])
+			assert.Greater(t, m["bytes_down"].(float64), float64(len("registry-index-v1")))
+			if m["host"] == "tls.test" {
+				assert.Equal(t, "GET", m["method"])
+			}
+		case "refused":
+			refused++
+		}
+	}
+	assert.Equal(t, 2, ok)
+	assert.Equal(t, 5, refused, logs.String())
+	assert.NotContains(t, logs.String(), token)
+}
+
+// searchContainerMemory reads every readable mapping of every process of
+// the container through the host's /proc (the test runs as root) and
+// reports whether needle and control occur.
+func searchContainerMemory(t *testing.T, id string, needle, control []byte) (foundNeedle, foundControl bool) {
+	t.Helper()
+	out, err := exec.Command("docker", "top", id, "-eo", "pid").Output()
+	require.NoError(t, err)
+	var pids []int
+	for _, f := range strings.Fields(string(out))[1:] {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	require.NotEmpty(t, pids)
+	for _, pid := range pids {
+		maps, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		if err != nil {
+			_ = maps.Close()
+			continue
+		}
+		sc := bufio.NewScanner(maps)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) < 2 || f[1][0] != 'r' || strings.HasSuffix(sc.Text(), "[vvar]") {
+				continue
+			}
+			lo, hi, ok := strings.Cut(f[0], "-")
+			if !ok {
+				continue
+			}
+			start, err1 := strconv.ParseUint(lo, 16, 64)
+			end, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 != nil || err2 != nil || end-start > 1<<30 {
+				continue
+			}
+			buf := make([]byte, end-start)
+			n, _ := mem.ReadAt(buf, int64(start))
+			foundNeedle = foundNeedle || bytes.Contains(buf[:n], needle)
+			foundControl = foundControl || bytes.Contains(buf[:n], control)
+		}
+		_ = mem.Close()
+		_ = maps.Close()
+	}
+	return foundNeedle, foundControl
+}

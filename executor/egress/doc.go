@@ -1,0 +1,51 @@
+// Package egress is the host side of a sandbox's network egress: an HTTP
+// forward proxy (absolute-form http:// and https:// requests, and CONNECT
+// tunnels for https:// and anything else over TCP) served on the per-sandbox unix socket
+// {hostDir}/egress.sock, which the in-container helper relays the agent's
+// loopback connections to (HTTP_PROXY=http://127.0.0.1:<EgressPort>). The
+// container itself keeps network "none": this proxy is its only way out.
+//
+// The agent is an attacker, so everything is default deny. A Policy lists
+// the allowed destinations by host name (optionally one port, else 80 and
+// 443; "*.example.com" covers names under example.com on a label boundary,
+// never example.com itself nor evil-example.com). The proxy resolves names
+// on the host with its own Resolver, keeps only public unicast addresses
+// (see Public: private, loopback, link-local such as the cloud metadata
+// address 169.254.169.254, multicast, reserved and IPv4-embedding IPv6
+// ranges are refused) unless the rule names the host exactly with Private,
+// and dials exactly the addresses it checked, so a name that changes its
+// answer between check and use (DNS rebinding) gets nowhere. An IP literal
+// is refused unless that address itself is listed. Refusals answer 403
+// with a plain-text body naming the host and the key to change
+// (sandbox.egress); caps answer 503. Every attempt is logged on one line
+// with host, port, address, bytes up and down, status and outcome; the
+// caller adds user and chat to the Logger. Per proxy (one per request) a
+// byte cap (up plus down, all connections), a cap on connections open at
+// once and one on connections in all bound what the agent can move.
+// Absolute-form requests are forwarded by httputil.ReverseProxy, which
+// strips hop-by-hop headers (Proxy-Authorization among them) and adds no
+// forwarding headers; each uses its own upstream connection so its bytes
+// are counted to it. An https:// URL sent that way (busybox wget does, where
+// curl, git, npm and pip use CONNECT) is fetched over the proxy's own TLS,
+// verified against the gateway's roots (Options.UpstreamTLS).
+//
+// Credentials: a Rule may name a Credential, an environment variable of
+// the gateway (never its value) and a header; the proxy sets that header
+// on the absolute-form requests it forwards to the rule's hosts (http://,
+// and https:// from clients that send it so), replacing whatever the agent
+// sent, so the secret never enters the sandbox. CONNECT tunnels are opaque
+// TLS and cannot carry it (that would need a CA the sandbox trusts, which
+// this package does not make).
+//
+// What it cannot stop: anything the agent sends to an allowed host (a
+// workspace uploaded to an allowed git host or a paste site on the list is
+// gone), traffic inside an allowed TLS tunnel, and any protocol spoken to an
+// allowed host:port through CONNECT. DNS tunnelling is not possible: the
+// sandbox has no network and no resolver, and names reach the host's
+// resolver only as the host part of an allowed request, which the policy
+// checked first. The byte cap bounds volume, not content.
+//
+// Concurrency: a Proxy is safe for concurrent use; Stats may be read while
+// connections are open. Close cuts every connection, tunnels included, and
+// may be called more than once. A Policy is immutable.
+package egress

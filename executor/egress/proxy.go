@@ -1,0 +1,626 @@
+package egress
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxBytes caps the bytes (up plus down) of one request's
+	// egress, all connections together.
+	DefaultMaxBytes int64 = 1 << 30
+	// DefaultMaxConcurrent bounds the connections open at once.
+	DefaultMaxConcurrent = 32
+	// DefaultMaxConnections caps the connections of one request.
+	DefaultMaxConnections = 4096
+	// DefaultDialTimeout bounds resolving and dialling one destination.
+	DefaultDialTimeout = 15 * time.Second
+)
+
+// ErrCapped is the outcome of a connection cut by a byte or connection cap.
+var ErrCapped = errors.New("egress: cap reached")
+
+// Resolver resolves host names on the host (net.DefaultResolver fits).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Options configure a Proxy.
+type Options struct {
+	// Policy is the allowlist; nil refuses everything.
+	Policy *Policy
+	// Resolver resolves names (net.DefaultResolver when nil).
+	Resolver Resolver
+	// Dial opens a TCP connection to an address the proxy checked
+	// ("ip:port"); a net.Dialer's DialContext when nil.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Secret returns the value of a credential's environment variable
+	// (os.LookupEnv when nil).
+	Secret func(name string) (string, bool)
+	// MaxBytes caps the bytes up plus down of all connections
+	// (DefaultMaxBytes when 0); past it connections are cut and new ones
+	// refused.
+	MaxBytes int64
+	// MaxConcurrent bounds connections open at once (DefaultMaxConcurrent
+	// when 0); more are refused with 503.
+	MaxConcurrent int
+	// MaxConnections caps the connections over the proxy's life
+	// (DefaultMaxConnections when 0).
+	MaxConnections int
+	// DialTimeout bounds resolving and dialling (DefaultDialTimeout when 0).
+	DialTimeout time.Duration
+	// UpstreamTLS is the TLS configuration of https:// requests the proxy
+	// forwards itself (absolute-form, not CONNECT); nil verifies upstream
+	// certificates against the gateway's system roots.
+	UpstreamTLS *tls.Config
+	// Logger gets one line per connection; the caller adds user and chat
+	// with With. Secrets are never logged.
+	Logger hclog.Logger
+}
+
+// Stats are a proxy's counters so far.
+type Stats struct {
+	// Connections counts allowed connections (tunnels and plain requests).
+	Connections int64
+	// Refused counts refused attempts.
+	Refused int64
+	// BytesUp and BytesDown are the bytes sent to and received from
+	// destinations.
+	BytesUp, BytesDown int64
+}
+
+// Proxy is an HTTP forward proxy (absolute-form http:// and https://
+// requests and CONNECT tunnels) that reaches only what its Policy allows. It is safe for
+// concurrent use.
+type Proxy struct {
+	o     Options
+	log   hclog.Logger
+	srv   *http.Server
+	plain *httputil.ReverseProxy
+	slots chan struct{}
+
+	conns, refused, up, down atomic.Int64
+
+	// ctx ends at Close; requests run on it rather than on their client
+	// connection's context, which net/http cancels when the client
+	// half-closes after its request (busybox wget, nc).
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	closed  bool
+	tunnels map[net.Conn]struct{}
+}
+
+// New returns a proxy; Serve starts it.
+func New(o Options) (*Proxy, error) {
+	if o.MaxBytes < 0 || o.MaxConcurrent < 0 || o.MaxConnections < 0 || o.DialTimeout < 0 {
+		return nil, errors.New("egress: negative cap in Options; caps are never unlimited, use 0 for the default")
+	}
+	if o.Resolver == nil {
+		o.Resolver = net.DefaultResolver
+	}
+	if o.Secret == nil {
+		o.Secret = os.LookupEnv
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxConcurrent == 0 {
+		o.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.Dial == nil {
+		d := &net.Dialer{Timeout: o.DialTimeout}
+		o.Dial = d.DialContext
+	}
+	p := &Proxy{o: o, log: o.Logger, slots: make(chan struct{}, o.MaxConcurrent), tunnels: map[net.Conn]struct{}{}}
+	if p.log == nil {
+		p.log = hclog.NewNullLogger()
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.plain = &httputil.ReverseProxy{
+		Rewrite: p.rewrite,
+		Transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           p.dialPlanned,
+			DisableKeepAlives:     true, // one connection per request: its bytes are the request's
+			TLSClientConfig:       o.UpstreamTLS.Clone(),
+			ForceAttemptHTTP2:     false,
+			ResponseHeaderTimeout: 5 * time.Minute,
+		},
+		ErrorHandler: p.plainError,
+		ErrorLog:     log.New(io.Discard, "", 0),
+	}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	return p, nil
+}
+
+// Serve serves the proxy on ln until Close. It returns nil after Close.
+func (p *Proxy) Serve(ln net.Listener) error {
+	err := p.srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops the proxy and cuts every connection, tunnels included. It
+// is safe to call more than once.
+func (p *Proxy) Close() error {
+	p.cancel()
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.tunnels {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	return p.srv.Close()
+}
+
+// Stats returns the counters so far.
+func (p *Proxy) Stats() Stats {
+	return Stats{Connections: p.conns.Load(), Refused: p.refused.Load(), BytesUp: p.up.Load(), BytesDown: p.down.Load()}
+}
+
+// attempt is one connection's record, logged when it ends.
+type attempt struct {
+	method, host string
+	port         int
+	rule         string
+	start        time.Time
+	up, down     atomic.Int64
+	status       int
+
+	mu      sync.Mutex // outcome and addr are set by relay and dial goroutines
+	outcome error
+	addr    string
+}
+
+// fail records the first error of the attempt.
+func (a *attempt) fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.outcome == nil {
+		a.outcome = err
+	}
+}
+
+func (a *attempt) setAddr(addr string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.addr = addr
+}
+
+func (p *Proxy) logAttempt(a *attempt) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	args := []any{"method", a.method, "host", a.host, "port", a.port, "bytes_up", a.up.Load(), "bytes_down", a.down.Load(),
+		"duration", time.Since(a.start).Round(time.Millisecond)}
+	if a.addr != "" {
+		args = append(args, "addr", a.addr)
+	}
+	if a.rule != "" {
+		args = append(args, "rule", a.rule)
+	}
+	if a.status != 0 {
+		args = append(args, "status", a.status)
+	}
+	switch {
+	case a.outcome == nil:
+		p.log.Info("egress", append(args, "outcome", "ok")...)
+	case errors.Is(a.outcome, ErrRefused):
+		p.log.Warn("egress refused", append(args, "outcome", "refused", "reason", a.outcome.Error())...)
+	case errors.Is(a.outcome, ErrCapped):
+		p.log.Warn("egress capped", append(args, "outcome", "capped", "reason", a.outcome.Error())...)
+	default:
+		p.log.Info("egress", append(args, "outcome", "error", "error", a.outcome.Error())...)
+	}
+}
+
+// ServeHTTP implements http.Handler: CONNECT opens a tunnel, an
+// absolute-form http:// or https:// request is forwarded, anything else is
+// refused.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a := &attempt{method: r.Method, start: time.Now()}
+	defer p.logAttempt(a)
+	var host string
+	var port int
+	var err error
+	if r.Method == http.MethodConnect {
+		host, port, err = splitAuthority(r.Host, 0)
+	} else {
+		switch {
+		case r.URL.Scheme == "http" && r.URL.Host != "":
+			host, port, err = splitAuthority(r.URL.Host, 80)
+		case r.URL.Scheme == "https" && r.URL.Host != "":
+			// Clients such as busybox wget send https:// URLs to the
+			// proxy instead of CONNECT: the proxy speaks TLS upstream.
+			host, port, err = splitAuthority(r.URL.Host, 443)
+		case r.URL.Host == "":
+			err = fmt.Errorf("%w: %s %s is not a proxy request; this is the sandbox's egress proxy (HTTP_PROXY), send requests with an absolute URL", ErrRefused, r.Method, r.URL.RequestURI())
+		default:
+			err = fmt.Errorf("%w: scheme %q; the proxy forwards http:// and https:// requests and tunnels with CONNECT", ErrRefused, r.URL.Scheme)
+		}
+	}
+	a.host, a.port = host, port
+	ctx, stop := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer stop()
+	defer context.AfterFunc(p.ctx, stop)()
+	r = r.WithContext(ctx)
+	var rule Rule
+	var addrs []netip.Addr
+	if err == nil {
+		rule, addrs, err = p.admit(r.Context(), host, port)
+	}
+	if err != nil {
+		a.fail(err)
+		p.refuse(w, a, err)
+		return
+	}
+	a.rule = rule.String()
+	defer func() { <-p.slots }()
+	if r.Method == http.MethodConnect {
+		p.tunnel(w, r, a, addrs)
+		return
+	}
+	p.forward(w, r, a, rule, addrs)
+}
+
+// admit checks the policy, the caps and the destination's addresses, and
+// takes a connection slot (the caller releases it).
+func (p *Proxy) admit(ctx context.Context, host string, port int) (Rule, []netip.Addr, error) {
+	rule, err := p.o.Policy.Check(host, port)
+	if err != nil {
+		return Rule{}, nil, err
+	}
+	if p.up.Load()+p.down.Load() >= p.o.MaxBytes {
+		return Rule{}, nil, fmt.Errorf("%w: this request's egress used its %d bytes (egress.Options.MaxBytes); nothing more can be fetched in this request", ErrCapped, p.o.MaxBytes)
+	}
+	if n := p.conns.Add(1); n > int64(p.o.MaxConnections) {
+		p.conns.Add(-1)
+		return Rule{}, nil, fmt.Errorf("%w: this request opened its %d connections (egress.Options.MaxConnections)", ErrCapped, p.o.MaxConnections)
+	}
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		p.conns.Add(-1)
+		return Rule{}, nil, fmt.Errorf("%w: %d connections are open already (egress.Options.MaxConcurrent); close some and retry", ErrCapped, p.o.MaxConcurrent)
+	}
+	addrs, err := p.resolve(ctx, rule, host)
+	if err != nil {
+		<-p.slots
+		p.conns.Add(-1)
+		return Rule{}, nil, err
+	}
+	return rule, addrs, nil
+}
+
+// resolve returns the addresses of host the rule may reach: the literal
+// itself for an IP, else what the resolver says, filtered by checkAddrs.
+// The proxy then dials exactly these, so a name cannot change its answer
+// between the check and the dial.
+func (p *Proxy) resolve(ctx context.Context, rule Rule, host string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return checkAddrs(rule, host, []netip.Addr{a})
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.o.DialTimeout)
+	defer cancel()
+	name, _ := normalName(host)
+	addrs, err := p.o.Resolver.LookupNetIP(ctx, "ip", name)
+	if err != nil {
+		return nil, fmt.Errorf("egress: resolve %s: %w", name, err)
+	}
+	return checkAddrs(rule, name, addrs)
+}
+
+// refuse answers a refusal the agent can read: 403 for the policy, 503 for
+// caps, 502 when the name does not resolve.
+func (p *Proxy) refuse(w http.ResponseWriter, a *attempt, err error) {
+	p.refused.Add(1)
+	code := http.StatusBadGateway
+	switch {
+	case errors.Is(err, ErrRefused):
+		code = http.StatusForbidden
+	case errors.Is(err, ErrCapped):
+		code = http.StatusServiceUnavailable
+	}
+	a.status = code
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Agentbox-Egress", "refused")
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(code)
+	_, _ = fmt.Fprintf(w, "agentbox egress proxy: %v\n", err)
+}
+
+// splitAuthority splits "host:port" (port def when absent and def > 0).
+func splitAuthority(hp string, def int) (string, int, error) {
+	host, ps, err := net.SplitHostPort(hp)
+	if err != nil {
+		if def == 0 {
+			return "", 0, fmt.Errorf("%w: %q is not host:port", ErrRefused, hp)
+		}
+		host, ps = hp, strconv.Itoa(def)
+		if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+			host = host[1 : len(host)-1]
+		}
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("%w: %q has no valid port", ErrRefused, hp)
+	}
+	return host, port, nil
+}
+
+// dialAny dials the checked addresses in order.
+func (p *Proxy) dialAny(ctx context.Context, addrs []netip.Addr, port int) (net.Conn, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.o.DialTimeout)
+	defer cancel()
+	var errs []error
+	for _, ip := range addrs {
+		addr := netip.AddrPortFrom(ip, uint16(port)).String()
+		c, err := p.o.Dial(ctx, "tcp", addr)
+		if err == nil {
+			return c, addr, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, "", fmt.Errorf("egress: dial: %w", errors.Join(errs...))
+}
+
+// counted counts a destination connection's bytes into the attempt and the
+// proxy, and cuts it past the byte cap.
+type counted struct {
+	net.Conn
+	p *Proxy
+	a *attempt
+}
+
+func (c *counted) over() bool { return c.p.up.Load()+c.p.down.Load() > c.p.o.MaxBytes }
+
+func (c *counted) capErr() error {
+	err := fmt.Errorf("%w: this request's egress passed %d bytes (egress.Options.MaxBytes)", ErrCapped, c.p.o.MaxBytes)
+	c.a.fail(err)
+	_ = c.Close()
+	return err
+}
+
+func (c *counted) Read(b []byte) (int, error) {
+	if c.over() {
+		return 0, c.capErr()
+	}
+	n, err := c.Conn.Read(b)
+	c.a.down.Add(int64(n))
+	c.p.down.Add(int64(n))
+	return n, err
+}
+
+func (c *counted) Write(b []byte) (int, error) {
+	if c.over() {
+		return 0, c.capErr()
+	}
+	// Counted before the write: the transport writes from its own
+	// goroutine and the answer may be read and logged before this one runs
+	// again; what was not written is taken back.
+	c.a.up.Add(int64(len(b)))
+	c.p.up.Add(int64(len(b)))
+	n, err := c.Conn.Write(b)
+	if n < len(b) {
+		c.a.up.Add(int64(n - len(b)))
+		c.p.up.Add(int64(n - len(b)))
+	}
+	return n, err
+}
+
+func (c *counted) CloseWrite() error {
+	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return hc.CloseWrite()
+	}
+	return nil
+}
+
+// track registers a tunnel's connections so Close cuts them; false when the
+// proxy is closed already.
+func (p *Proxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	for _, c := range cs {
+		p.tunnels[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *Proxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		delete(p.tunnels, c)
+	}
+}
+
+// tunnel answers CONNECT: dial, 200, then relay bytes both ways.
+func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, a *attempt, addrs []netip.Addr) {
+	up, addr, err := p.dialAny(r.Context(), addrs, a.port)
+	if err != nil {
+		a.fail(err)
+		a.status = http.StatusBadGateway
+		http.Error(w, "agentbox egress proxy: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	a.setAddr(addr)
+	client, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		_ = up.Close()
+		a.fail(fmt.Errorf("egress: hijack: %w", err))
+		return
+	}
+	a.status = http.StatusOK
+	cu := &counted{Conn: up, p: p, a: a}
+	if !p.track(client, up) {
+		_ = client.Close()
+		_ = up.Close()
+		a.fail(errors.New("egress: proxy closed"))
+		return
+	}
+	defer p.untrack(client, up)
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		_ = client.Close()
+		_ = up.Close()
+		a.fail(err)
+		return
+	}
+	// Bytes the client sent after its CONNECT head are in brw's buffer.
+	var fromClient io.Reader = client
+	if n := brw.Reader.Buffered(); n > 0 {
+		fromClient = io.MultiReader(io.LimitReader(brw.Reader, int64(n)), client)
+	}
+	relay(client, fromClient, cu)
+}
+
+// relay copies client→up and up→client until both directions ended,
+// propagating half-closes, then closes both.
+func relay(client net.Conn, fromClient io.Reader, up *counted) {
+	var wg sync.WaitGroup
+	closeWrite := func(c net.Conn) {
+		if hc, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = hc.CloseWrite()
+		}
+	}
+	wg.Go(func() {
+		_, err := io.Copy(up, fromClient)
+		if err != nil {
+			_ = client.Close()
+			_ = up.Close()
+			return
+		}
+		closeWrite(up)
+	})
+	wg.Go(func() {
+		_, err := io.Copy(client, up)
+		if err != nil {
+			_ = client.Close()
+			_ = up.Close()
+			return
+		}
+		closeWrite(client)
+	})
+	wg.Wait()
+	_ = client.Close()
+	_ = up.Close()
+}
+
+// planKey carries a plain request's checked destination to dialPlanned.
+type planKey struct{}
+
+type plan struct {
+	a     *attempt
+	addrs []netip.Addr
+	rule  Rule
+}
+
+// forward sends a plain-HTTP request on its way with hop-by-hop headers
+// stripped (httputil.ReverseProxy) and the rule's credential added.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, a *attempt, rule Rule, addrs []netip.Addr) {
+	ctx := context.WithValue(r.Context(), planKey{}, &plan{a: a, addrs: addrs, rule: rule})
+	rec := &statusRecorder{ResponseWriter: w}
+	p.plain.ServeHTTP(rec, r.WithContext(ctx))
+	if a.status == 0 {
+		a.status = rec.code
+	}
+}
+
+// rewrite builds the outgoing request: the URL's host is the Host header,
+// no forwarding headers are added, and the credential replaces any header
+// of its name the agent sent.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	pr.Out.Host = ""
+	pr.Out.Header.Del("Proxy-Authorization")
+	pl, _ := pr.In.Context().Value(planKey{}).(*plan)
+	if pl == nil || pl.rule.Credential == nil {
+		return
+	}
+	c := pl.rule.Credential
+	h := c.Header
+	if h == "" {
+		h = "Authorization"
+	}
+	pr.Out.Header.Del(h)
+	if v, ok := p.o.Secret(c.Env); ok && v != "" {
+		pr.Out.Header.Set(h, c.Prefix+v)
+	} else {
+		p.log.Warn("egress credential missing; the request goes without it", "host", pl.a.host, "env", c.Env,
+			"fix", "set the environment variable "+c.Env+" for the gateway")
+	}
+}
+
+// dialPlanned dials the checked addresses of the request's plan, never the
+// name the transport was given.
+func (p *Proxy) dialPlanned(ctx context.Context, _, _ string) (net.Conn, error) {
+	pl, _ := ctx.Value(planKey{}).(*plan)
+	if pl == nil {
+		return nil, fmt.Errorf("%w: no checked destination", ErrRefused)
+	}
+	c, addr, err := p.dialAny(ctx, pl.addrs, pl.a.port)
+	if err != nil {
+		return nil, err
+	}
+	pl.a.setAddr(addr)
+	return &counted{Conn: c, p: p, a: pl.a}, nil
+}
+
+func (p *Proxy) plainError(w http.ResponseWriter, r *http.Request, err error) {
+	if pl, _ := r.Context().Value(planKey{}).(*plan); pl != nil {
+		pl.a.fail(err)
+		pl.a.status = http.StatusBadGateway
+	}
+	w.Header().Set("X-Agentbox-Egress", "error")
+	http.Error(w, "agentbox egress proxy: "+err.Error(), http.StatusBadGateway)
+}
+
+// statusRecorder remembers the status written.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the real writer (flushes and
+// the hijack of an upgraded connection).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
