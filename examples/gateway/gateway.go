@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/cursor"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/executor/local"
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/middleware"
@@ -43,7 +44,11 @@ type Options struct {
 	DataDir string
 	// HelperBinary, when set, is bind-mounted into every sandbox as its
 	// helper (any image works); otherwise the image's own helper runs.
+	// Local mode needs it.
 	HelperBinary string
+	// Executor is config.ExecutorDocker ("" too) or config.ExecutorLocal
+	// (bubblewrap sandboxes on this host, no container runtime).
+	Executor string
 	// Offline decides when connectors use the built-in scripted model
 	// server: "auto" for those whose key variable is unset, "always", or
 	// "never" (an unset key is then a config error).
@@ -120,8 +125,7 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		Tools:   tools,
 		Catalog: cat,
 		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
-			return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
-				HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == ""})
+			return newExecutor(ctx, o, log)
 		},
 		Runners: []executor.Runner{claude.New(), cursor.New()},
 		NewModelRouter: func(_ context.Context, log hclog.Logger) (middleware.ModelRouter, error) {
@@ -156,6 +160,22 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 	ids := slices.Sorted(maps.Keys(g.Config.Assistants))
 	g.log.Info("gateway listening", "url", g.URL, "assistants", strings.Join(ids, ","), "data", o.DataDir)
 	return g, nil
+}
+
+// newExecutor opens the sandbox backend o.Executor names.
+func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Executor, error) {
+	kind, err := config.ParseExecutor(o.Executor)
+	if err != nil {
+		return nil, fmt.Errorf("-executor: %w", err)
+	}
+	if kind == config.ExecutorLocal {
+		if o.HelperBinary == "" {
+			return nil, errors.New("-executor local needs -helper: build it with `make helper` and pass -helper bin/agentbox-helper")
+		}
+		return local.New(ctx, local.Options{DataDir: o.DataDir, Logger: log, HelperBinary: o.HelperBinary})
+	}
+	return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
+		HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == ""})
 }
 
 // load reads the gateway directory, pointing connectors whose key is not
