@@ -57,6 +57,7 @@ func detectCgroups(root string) (*cgroupBase, string) {
 			continue
 		}
 		b.dirs[c] = dir
+		removeStale(dir)
 	}
 	if len(b.dirs) == 0 {
 		return nil, "no writable cgroup v1 controller: " + strings.Join(why, "; ")
@@ -85,7 +86,19 @@ func detectV2(root, own string) (*cgroupBase, string) {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0o644); err != nil {
 		return nil, fmt.Sprintf("cgroup v2: enable controllers in %s: %v", dir, err)
 	}
+	removeStale(dir)
 	return &cgroupBase{v2: true, dirs: map[string]string{"": dir}}, ""
+}
+
+// removeStale deletes the empty sandbox cgroups a killed gateway left in
+// dir (a cgroup with processes refuses removal and stays).
+func removeStale(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "sb-") {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // ownCgroups reads /proc/self/cgroup: controller -> path ("" for v2).

@@ -340,36 +340,51 @@ func randomID() string {
 // leases gives one holder at a time per chat inside this process.
 type leases struct {
 	mu sync.Mutex
-	m  map[string]chan struct{}
+	m  map[string]*leaseEntry
 }
 
-func newLeases() *leases { return &leases{m: map[string]chan struct{}{}} }
+type leaseEntry struct {
+	token chan struct{} // capacity 1: full while held
+	refs  int           // holders and waiters
+}
+
+func newLeases() *leases { return &leases{m: map[string]*leaseEntry{}} }
 
 // acquire waits up to wait for key and returns its release function (safe
-// to call more than once).
+// to call more than once). Entries go when nobody holds or waits.
 func (l *leases) acquire(ctx context.Context, key string, wait time.Duration) (func(), error) {
 	l.mu.Lock()
-	ch := l.m[key]
-	if ch == nil {
-		ch = make(chan struct{}, 1)
-		l.m[key] = ch
+	le := l.m[key]
+	if le == nil {
+		le = &leaseEntry{token: make(chan struct{}, 1)}
+		l.m[key] = le
 	}
+	le.refs++
 	l.mu.Unlock()
+	unref := func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if le.refs--; le.refs == 0 {
+			delete(l.m, key)
+		}
+	}
 	var once sync.Once
-	release := func() { once.Do(func() { <-ch }) }
+	release := func() { once.Do(func() { <-le.token; unref() }) }
 	select {
-	case ch <- struct{}{}:
+	case le.token <- struct{}{}:
 		return release, nil
 	default:
 	}
 	t := time.NewTimer(max(wait, 0))
 	defer t.Stop()
 	select {
-	case ch <- struct{}{}:
+	case le.token <- struct{}{}:
 		return release, nil
 	case <-t.C:
+		unref()
 		return nil, fmt.Errorf("another request is using this chat and did not finish within %v; retry later or raise the lease wait: %w", wait, executor.ErrBusy)
 	case <-ctx.Done():
+		unref()
 		return nil, fmt.Errorf("waiting for this chat's lease: %w", ctx.Err())
 	}
 }

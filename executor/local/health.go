@@ -68,6 +68,14 @@ func check(ctx context.Context, o Options) (hostTools, error) {
 	if err != nil {
 		problems = append(problems, "prlimit is not installed (it sets the sandbox's rlimits): install Debian's util-linux package")
 	}
+	if os.Geteuid() == 0 {
+		// The root launcher stages the mounts and drops to the sandbox uid.
+		for _, tool := range []string{"mount", "setpriv"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				problems = append(problems, tool+" is not installed (the launcher stages the sandbox's mounts with it as root): install Debian's util-linux and mount packages")
+			}
+		}
+	}
 	if err := checkHelper(o.HelperBinary); err != nil {
 		problems = append(problems, err.Error())
 	}
