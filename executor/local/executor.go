@@ -33,6 +33,10 @@ type Executor struct {
 	leases    *leases
 	root      *os.Root // DataDir
 
+	envOnce sync.Once
+	env     Environment
+	envErr  error
+
 	mu      sync.Mutex
 	open    map[string]*Sandbox
 	closed  bool

@@ -250,3 +250,26 @@ func TestSpecRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestEnvironment: the snapshot reports what a command in a sandbox sees.
+func TestEnvironment(t *testing.T) {
+	e := newExecutor(t)
+	env, err := e.Environment(context.Background())
+	require.NoError(t, err)
+	sb := create(t, e, testSpec("env"))
+	out, _, _, err := run(t, sb, `. /etc/os-release; echo "$PRETTY_NAME"; uname -r; git --version | head -1`)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	assert.Equal(t, lines[0], env.OS)
+	assert.Equal(t, lines[1], env.Kernel)
+	assert.Equal(t, lines[2], env.Tools["git"])
+	assert.Equal(t, e.Limits(), env.Limits)
+	sum := env.Summary()
+	assert.Contains(t, sum, env.OS)
+	assert.Contains(t, sum, "git ("+lines[2]+")")
+	again, err := e.Environment(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, env.CapturedAt, again.CapturedAt, "captured once")
+	t.Logf("summary:\n%s", sum)
+}
