@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,6 +119,20 @@ func (e *Executor) start(ctx context.Context, p plan, id string, logger hclog.Lo
 			wsDir, hostDir, e.helperBin, stageDir, strconv.Itoa(p.uid), strconv.Itoa(p.gid), e.prlimit}, args...)...)
 	}
 	cmd.ExtraFiles = []*os.File{infoW, blockR}
+	if staged {
+		dirs, err := e.openDirs(wsDir, hostDir)
+		if err != nil {
+			_ = infoW.Close()
+			_ = blockR.Close()
+			return nil, err
+		}
+		defer func() {
+			for _, f := range dirs {
+				_ = f.Close()
+			}
+		}()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, dirs...)
+	}
 	cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
@@ -188,6 +203,9 @@ const stageDir = "/run/agentbox-local"
 // ($3) into a tmpfs at $4, then becomes the sandbox user and execs the
 // rest of its arguments (prlimit ... bwrap ...). Nothing of it is visible
 // in the gateway's mount namespace, and it all goes with the sandbox.
+// mount binds by path, so each bound directory is then checked to be the
+// very one the gateway opened below the data directory without following
+// links (descriptors 5 and 6): a link swapped in on the way fails the start.
 const launchScript = `set -e
 ws=$1 host=$2 helper=$3 stage=$4 uid=$5 gid=$6
 shift 6
@@ -197,8 +215,36 @@ mkdir "$stage/workspace" "$stage/run" "$stage/bin"
 mount --bind "$ws" "$stage/workspace"
 mount --bind "$host" "$stage/run"
 mount --bind "$helper" "$stage/bin/agentbox-helper"
+same() { [ "$(stat -c %d:%i "$1")" = "$(stat -L -c %d:%i "$2")" ] || { echo "agentbox: $1 is not the directory the gateway opened; refusing to start" >&2; exit 1; }; }
+same "$stage/workspace" /proc/self/fd/5
+same "$stage/run" /proc/self/fd/6
+exec 5<&- 6<&-
 exec setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all -- "$@"
 `
+
+// openDirs opens the workspace and the host dir, both below the data
+// directory, through its os.Root and without following a link at the end.
+func (e *Executor) openDirs(dirs ...string) ([]*os.File, error) {
+	var out []*os.File
+	for _, d := range dirs {
+		rel, err := filepath.Rel(e.o.DataDir, d)
+		if err == nil && !filepath.IsLocal(rel) {
+			err = fmt.Errorf("not below %s", e.o.DataDir)
+		}
+		var f *os.File
+		if err == nil {
+			f, err = e.root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+		}
+		if err != nil {
+			for _, f := range out {
+				_ = f.Close()
+			}
+			return nil, fmt.Errorf("open %s for the sandbox: %w", d, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
 
 // mountSources are the paths bwrap binds from: staged ones when the
 // gateway is root, else the real ones (bwrap then runs as the gateway's
