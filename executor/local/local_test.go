@@ -148,6 +148,8 @@ func TestAttacks(t *testing.T) {
 		{"reach host loopback services", `curl -sS -m 2 http://127.0.0.1:22 2>&1; (exec 3<>/dev/tcp/127.0.0.1/22 && echo connected-22) 2>&1`, "connected-22"},
 		{"reach the docker socket", `ls -l /var/run/docker.sock /run/docker.sock 2>&1; curl -sS --unix-socket /var/run/docker.sock http://x/containers/json 2>&1`, "Id\""},
 		{"become root", `unshare -r id 2>&1; su -c id 2>&1 </dev/null; echo uid=$(id -u)`, "uid=0"},
+		{"read /etc/shadow", `cat /etc/shadow 2>&1`, "root:"},
+		{"reach another sandbox's sockets", `n=$(find / -name exec.sock 2>/dev/null | wc -l); [ "$n" -gt 1 ] && echo found-more $n; true`, "found-more"},
 		{"write the host's /usr", `touch /usr/bin/pwned 2>&1 && echo wrote-usr`, "wrote-usr"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
