@@ -184,6 +184,15 @@ func TestCloseKillsTheTree(t *testing.T) {
 // TestLimits: the cgroup limits, when the cgroup filesystem is writable,
 // stop a memory bomb (OOMKilled) and a fork bomb.
 func TestLimits(t *testing.T) {
+	requireBwrap(t)
+	testenv.RequireRoot(t, "cgroups and uid 100000")
+	probe, err := local.New(context.Background(), local.Options{DataDir: t.TempDir(), HelperBinary: testenv.HelperBinary(t), Commands: []string{}, Cgroups: local.CgroupRequire})
+	if err != nil {
+		// A kernel setting, not a missing install: say so and skip.
+		require.ErrorContains(t, err, "no writable cgroup")
+		t.Skipf("this host gives no writable cgroup, so local mode runs with rlimits only: %v", err)
+	}
+	require.NoError(t, probe.Close())
 	e := newExecutor(t, func(o *local.Options) { o.Cgroups = local.CgroupRequire })
 	t.Logf("limits: %s", e.Limits())
 	spec := testSpec("limits")
