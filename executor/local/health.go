@@ -124,7 +124,7 @@ func checkHelper(path string) error {
 	}
 	f, err := elf.Open(path)
 	if err != nil {
-		return fmt.Errorf("the helper binary %s is not a Linux executable (%v): build it with `make helper`", path, err)
+		return fmt.Errorf("the helper binary %s is not a Linux executable (%w): build it with `make helper`", path, err)
 	}
 	defer func() { _ = f.Close() }()
 	for _, p := range f.Progs {
@@ -158,9 +158,9 @@ func probe(ctx context.Context, bwrap string, o Options) error {
 	case strings.Contains(msg, "namespace") || strings.Contains(msg, "Operation not permitted") || strings.Contains(msg, "Permission denied"):
 		return fmt.Errorf("user namespaces are not allowed for %s: bwrap said %q; allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 on Debian, kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu 24.04, or a container runtime that permits them)", who, msg)
 	case ctx.Err() != nil:
-		return fmt.Errorf("bwrap did not start a sandbox within %v: %v", probeTimeout, ctx.Err())
+		return fmt.Errorf("bwrap did not start a sandbox within %v: %w", probeTimeout, ctx.Err())
 	}
-	return fmt.Errorf("bwrap could not start a sandbox as %s: %v: %s", who, err, msg)
+	return fmt.Errorf("bwrap could not start a sandbox as %s: %w: %s", who, err, msg)
 }
 
 // sandboxUID is the host uid the sandbox runs as: uid when the gateway is

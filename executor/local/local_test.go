@@ -223,7 +223,9 @@ func TestLimits(t *testing.T) {
 	assert.Less(t, most, 32, "processes capped by pids.max")
 	// sh gives up when fork fails, or the timeout ends it; either way the
 	// helper kills what the command left in its group.
-	<-done
+	if err := <-done; err != nil {
+		t.Logf("the bomb ended with %v", err)
+	}
 	assert.Empty(t, hostPIDsOf(t, "sleep 4242", 100000), "the timed-out bomb is gone")
 
 	out, _, _, err := run(t, sb, `ulimit -n`)

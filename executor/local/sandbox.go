@@ -156,7 +156,10 @@ func (e *Executor) start(ctx context.Context, p plan, id string, logger hclog.Lo
 	dec := json.NewDecoder(infoR)
 	if err := dec.Decode(&info); err != nil || info.ChildPID <= 0 {
 		<-sb.exited
-		return nil, fmt.Errorf("bwrap did not start the sandbox: %s (%v)", strings.TrimSpace(stderr.String()), err)
+		if err == nil {
+			err = errors.New("no child pid in its info")
+		}
+		return nil, fmt.Errorf("bwrap did not start the sandbox: %s (%w)", strings.TrimSpace(stderr.String()), err)
 	}
 	sb.initPID = info.ChildPID
 	if err := sb.cg.add(cmd.Process.Pid, info.ChildPID); err != nil {
