@@ -132,3 +132,14 @@ func (env Environment) Summary() string {
 	return fmt.Sprintf("Sandbox environment: %s on %s, kernel %s, %s.\nTools: %s.\nWorking directory: /workspace (persistent); HOME and /tmp are temporary.\nNetwork: %s. Limits: %s.",
 		env.Mode, env.OS, env.Kernel, env.Arch, strings.Join(tools, ", "), env.Network, env.Limits)
 }
+
+// EnvironmentSummary is Environment's Summary: the few lines a gateway
+// puts in the agent's system prompt. Its shape, a method returning text,
+// lets the middleware offer it without importing this package.
+func (e *Executor) EnvironmentSummary(ctx context.Context) (string, error) {
+	env, err := e.Environment(ctx)
+	if err != nil {
+		return "", err
+	}
+	return env.Summary(), nil
+}

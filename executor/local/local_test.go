@@ -284,5 +284,8 @@ func TestEnvironment(t *testing.T) {
 	again, err := e.Environment(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, env.CapturedAt, again.CapturedAt, "captured once")
+	text, err := e.EnvironmentSummary(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, sum, text)
 	t.Logf("summary:\n%s", sum)
 }
