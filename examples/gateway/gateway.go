@@ -172,7 +172,19 @@ func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Exe
 		if o.HelperBinary == "" {
 			return nil, errors.New("-executor local needs -helper: build it with `make helper` and pass -helper bin/agentbox-helper")
 		}
-		return local.New(ctx, local.Options{DataDir: o.DataDir, Logger: log, HelperBinary: o.HelperBinary})
+		e, err := local.New(ctx, local.Options{DataDir: o.DataDir, Logger: log, HelperBinary: o.HelperBinary})
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			// What the agents will find, captured once (seed 003's snapshot).
+			if s, err := e.EnvironmentSummary(context.Background()); err != nil {
+				log.Warn("no environment snapshot", "error", err)
+			} else {
+				log.Info("sandbox environment: " + strings.ReplaceAll(s, "\n", " "))
+			}
+		}()
+		return e, nil
 	}
 	return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
 		HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == ""})
