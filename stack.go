@@ -12,11 +12,14 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"strings"
+
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/cursor"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/executor/local"
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/modelroute"
@@ -36,6 +39,10 @@ type Options struct {
 	// DataDir holds the chats' workspaces, their agent sessions and the
 	// sandboxes' host directories (made 0700).
 	DataDir string
+	// Executor is the sandbox backend: config.ExecutorDocker ("" too) or
+	// config.ExecutorLocal (bubblewrap on this host, no Docker; it needs
+	// HelperBinary).
+	Executor string
 	// HelperBinary, when set, is bind-mounted into every sandbox as its
 	// helper (any image works); otherwise the image's own helper runs
 	// (agentbox/sandbox-* images carry it).
@@ -122,8 +129,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	mwo := middleware.Options{
 		Catalog: cat,
 		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
-			return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
-				HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == ""})
+			return newExecutor(ctx, o, log)
 		},
 		Runners: []executor.Runner{claude.New(), cursor.New()},
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
@@ -162,3 +168,31 @@ func (s *Stack) Handler() (http.Handler, error) { return openai.New(s.http) }
 
 // Close drains the runs in flight and releases what New opened.
 func (s *Stack) Close() error { return s.Orchestrator.Close() }
+
+// newExecutor opens the sandbox backend o.Executor names.
+func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Executor, error) {
+	kind, err := config.ParseExecutor(o.Executor)
+	if err != nil {
+		return nil, fmt.Errorf("agentbox: Options.Executor: %w", err)
+	}
+	if kind == config.ExecutorLocal {
+		if o.HelperBinary == "" {
+			return nil, errors.New("agentbox: the local executor needs Options.HelperBinary: build it with `make helper` (bin/agentbox-helper)")
+		}
+		e, err := local.New(ctx, local.Options{DataDir: o.DataDir, Logger: log, HelperBinary: o.HelperBinary})
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			// What the agents will find, captured once (seed 003's snapshot).
+			if s, err := e.EnvironmentSummary(context.Background()); err != nil {
+				log.Warn("no environment snapshot", "error", err)
+			} else {
+				log.Info("sandbox environment: " + strings.ReplaceAll(s, "\n", " "))
+			}
+		}()
+		return e, nil
+	}
+	return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
+		HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == ""})
+}

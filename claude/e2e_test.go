@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/executor/helper"
+	"github.com/agentbox/agentbox/executor/local"
 	"github.com/agentbox/agentbox/executor/modelproxy"
 	"github.com/agentbox/agentbox/internal/jsonl"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
@@ -31,11 +33,43 @@ import (
 // reach the container.
 const connectorKey = "sk-ant-connector-e2e-0123456789abcdef"
 
-// e2eEnv is a Docker executor with the helper, shared by the e2e tests of
-// one test function.
+// e2eEnv is an executor with the helper (Docker, or bubblewrap in local
+// mode), shared by the e2e tests of one test function.
 type e2eEnv struct {
-	e       *docker.Executor
+	e       executor.Executor
 	dataDir string
+}
+
+// relaySandbox is a sandbox with the helper's model relay (both backends).
+type relaySandbox interface {
+	executor.Sandbox
+	ModelBaseURL() string
+}
+
+// newE2ELocal is the e2e environment in local mode: bubblewrap sandboxes
+// running the host's claude. It skips without bwrap, root or the CLI
+// except under CI=true.
+func newE2ELocal(t testing.TB) *e2eEnv {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil || os.Geteuid() != 0 {
+		if testenv.InCI() {
+			t.Fatalf("CI=true and local mode cannot run: bwrap %v, uid %d; .ci/setup installs bubblewrap and the tests run as root", err, os.Geteuid())
+		}
+		t.Skipf("local mode needs bubblewrap and root (bwrap: %v, uid %d); set CI=true to make this a failure", err, os.Geteuid())
+	}
+	if _, err := exec.LookPath("claude"); err != nil {
+		if testenv.InCI() {
+			t.Fatalf("CI=true and the claude CLI is not on the host's PATH (local mode runs the host's CLI); .ci/setup installs it")
+		}
+		t.Skip("the claude CLI is not on the host's PATH; local mode runs the host's CLI (set CI=true to make this a failure)")
+	}
+	dataDir := t.TempDir()
+	e, err := local.New(context.Background(), local.Options{
+		DataDir: dataDir, HelperBinary: testenv.HelperBinary(t), StopGrace: 500 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, e.Close()) })
+	return &e2eEnv{e: e, dataDir: dataDir}
 }
 
 func newE2E(t testing.TB) *e2eEnv {
@@ -94,7 +128,7 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *scriptedapi.Server, req e
 	})
 	require.NoError(t, err)
 	out.create = time.Since(t0)
-	sb := sbi.(*docker.Sandbox)
+	sb := sbi.(relaySandbox)
 	closed := false
 	defer func() {
 		if !closed {
@@ -213,8 +247,13 @@ func (env *e2eEnv) workspaceFile(t testing.TB, chat, name string) string {
 	return string(b)
 }
 
-func TestE2E(t *testing.T) {
-	env := newE2E(t)
+func TestE2E(t *testing.T) { e2eSuite(t, newE2E(t)) }
+
+// TestE2ELocal runs the same suite in local mode (executor/local).
+func TestE2ELocal(t *testing.T) { e2eSuite(t, newE2ELocal(t)) }
+
+// e2eSuite is the end-to-end suite of the real CLI over env's executor.
+func e2eSuite(t *testing.T, env *e2eEnv) {
 
 	t.Run("plain answer with usage", func(t *testing.T) {
 		usage := scriptedapi.Usage{InputTokens: 1234, OutputTokens: 56, CacheCreationInputTokens: 78, CacheReadInputTokens: 910}

@@ -30,6 +30,28 @@ const (
 	DefaultStallTimeout = 5 * time.Minute
 )
 
+// Executors a gateway can run its sandboxes with: a gateway-level choice
+// (one per gateway process), not an assistant's.
+const (
+	// ExecutorDocker runs each sandbox as a Docker container (the default).
+	ExecutorDocker = "docker"
+	// ExecutorLocal runs each sandbox as a bubblewrap process tree on the
+	// host (executor/local), for hosts without a container runtime.
+	ExecutorLocal = "local"
+)
+
+// ParseExecutor checks a gateway's executor setting ("" means
+// ExecutorDocker) and returns the executor's name.
+func ParseExecutor(s string) (string, error) {
+	switch s {
+	case "", ExecutorDocker:
+		return ExecutorDocker, nil
+	case ExecutorLocal:
+		return ExecutorLocal, nil
+	}
+	return "", fmt.Errorf("executor %q is not known; use %q (containers) or %q (bubblewrap, no container runtime): %w", s, ExecutorDocker, ExecutorLocal, ErrInvalid)
+}
+
 // Bounds of sandbox.budget. A budget is never unlimited; an unset key takes
 // the gateway's default, derived from the assistant.
 const (

@@ -40,7 +40,11 @@ type Options struct {
 	DataDir string
 	// HelperBinary, when set, is bind-mounted into every sandbox as its
 	// helper (any image works); otherwise the image's own helper runs.
+	// Local mode needs it.
 	HelperBinary string
+	// Executor is config.ExecutorDocker ("" too) or config.ExecutorLocal
+	// (bubblewrap sandboxes on this host, no container runtime).
+	Executor string
 	// Offline decides when connectors use the built-in scripted model
 	// server: "auto" for those whose key variable is unset, "always", or
 	// "never" (an unset key is then a config error).
@@ -107,7 +111,7 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		return g, err
 	}
 	g.stack, err = agentbox.New(ctx, agentbox.Options{
-		Config: g.Config, DataDir: o.DataDir, HelperBinary: o.HelperBinary, HCLogger: g.log.Named("agentbox"),
+		Config: g.Config, DataDir: o.DataDir, Executor: o.Executor, HelperBinary: o.HelperBinary, HCLogger: g.log.Named("agentbox"),
 		Tools: tools, Admission: o.Admission, MeterProvider: g.tel.meters, TracerProvider: g.tel.tracers,
 	})
 	if err != nil {

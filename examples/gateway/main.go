@@ -51,6 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
 	fs.StringVar(&o.DataDir, "data", defaultDataDir(), "directory for the chats' workspaces")
 	fs.StringVar(&o.HelperBinary, "helper", "", "helper binary to bind-mount into sandboxes (default: the image's own)")
+	fs.StringVar(&o.Executor, "executor", "docker", "sandbox backend: docker (containers) or local (bubblewrap on this host, no container runtime; needs -helper)")
 	fs.StringVar(&o.Offline, "offline", "auto", "scripted model server for connectors: auto (when their key is unset), always, never")
 	fs.IntVar(&o.Admission.MaxRuns, "max-sandboxes", 0, "sandboxed requests in flight at once (0: four per core)")
 	fs.IntVar(&o.Admission.MaxRunsPerUser, "max-sandboxes-per-user", 0, "one user's sandboxed requests in flight (0: half of -max-sandboxes)")
