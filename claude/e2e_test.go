@@ -36,7 +36,31 @@ const connectorKey = "sk-ant-connector-e2e-0123456789abcdef"
 type e2eEnv struct {
 	e       *docker.Executor
 	dataDir string
+	// version is the CLI version the image's label names; cli is what
+	// that version does where versions differ.
+	version string
+	cli     cliBehaviour
 }
+
+// cliBehaviour is what differs between the CLI versions the e2e tests
+// know: the pin and the previous pin (examples/images/VERSIONS), so that
+// `make test-claude-previous` shows what a bump changed.
+type cliBehaviour struct {
+	// resumesBrokenStreams: a model stream that breaks off (an error
+	// event, a dropped connection) is followed by a synthetic user
+	// message asking the model to resume, and a second model call,
+	// instead of a failed result.
+	resumesBrokenStreams bool
+}
+
+var cliBehaviours = map[string]cliBehaviour{
+	"2.1.197": {},
+	"2.1.330": {resumesBrokenStreams: true},
+}
+
+// imageVersionLabel names the CLI version in the sandbox image
+// (examples/images/build-offline.sh sets it).
+const imageVersionLabel = "io.agentbox.image.claude-code-version"
 
 func newE2E(t testing.TB) *e2eEnv {
 	t.Helper()
@@ -49,7 +73,10 @@ func newE2E(t testing.TB) *e2eEnv {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, e.Close()) })
-	return &e2eEnv{e: e, dataDir: dataDir}
+	version := testenv.ImageLabel(t, img, imageVersionLabel)
+	cli, ok := cliBehaviours[version]
+	require.True(t, ok, "image %s has CLI version %q (label %s), which cliBehaviours does not list; run the e2e tests against it and record what differs", img, version, imageVersionLabel)
+	return &e2eEnv{e: e, dataDir: dataDir, version: version, cli: cli}
 }
 
 // e2eOpts vary one run.
@@ -227,7 +254,7 @@ func TestE2E(t *testing.T) {
 		assert.Equal(t, want, run.comp.Usage, "the CLI's own figures")
 		assert.Equal(t, want, run.metered, "what the model proxy metered")
 		require.Equal(t, executor.EventInit, run.events[0].Kind)
-		assert.Equal(t, "2.1.197", run.events[0].Init.Version)
+		assert.Equal(t, env.version, run.events[0].Init.Version, "the CLI the image's label names")
 		msgs := api.MessageRequests()
 		require.Len(t, msgs, 1)
 		assert.Equal(t, connectorKey, msgs[0].APIKey, "the proxy swapped in the connector's key")
@@ -364,12 +391,36 @@ func TestE2E(t *testing.T) {
 		assert.Equal(t, "The user wants a sum. 1+1 is 2.", thinking.String())
 	})
 
+	// A resumed answer: the CLI's second call continues the first one's
+	// text, and the parser reports the resumption as a retry.
+	checkResumed := func(t *testing.T, run e2eRun, api *scriptedapi.Server) {
+		t.Helper()
+		require.NoError(t, run.err)
+		assert.False(t, run.comp.IsError, run.comp.Errors)
+		assert.Equal(t, executor.FinishStop, run.comp.FinishReason)
+		reqs := api.MessageRequests()
+		require.Len(t, reqs, 2, "the CLI called the model again to resume")
+		assert.Contains(t, reqs[1].AllText(), "partial answer", "the resumed call sees the broken text")
+		assert.Equal(t, "partial answer, resumed.", run.comp.Content, "the continuation joins the broken text without a separator")
+		retries := run.ofKind(executor.EventRetry)
+		require.Len(t, retries, 1, "the resumption is an event")
+		assert.Contains(t, retries[0].Text, "resume")
+		for _, e := range run.ofKind(executor.EventText) {
+			assert.NotContains(t, e.Text, "cut off", "the CLI's resume request is not assistant text")
+		}
+	}
+	resume := scriptedapi.WithScript(func(*scriptedapi.Request) scriptedapi.Turn { return scriptedapi.Say(", resumed.") })
+
 	t.Run("error event mid-stream", func(t *testing.T) {
 		api := scriptedapi.Start(scriptedapi.WithTurns(
 			scriptedapi.Turn{Blocks: []scriptedapi.Block{scriptedapi.Text("partial answer"), scriptedapi.Text("never sent")}, MidStreamError: scriptedapi.ErrOverloaded},
-		), scriptedapi.WithScript(func(*scriptedapi.Request) scriptedapi.Turn { return scriptedapi.Say("recovered") }))
+		), resume)
 		defer api.Close()
 		run := env.run(t, "midstream", api, executor.RunRequest{Messages: user("hi")}, e2eOpts{})
+		if env.cli.resumesBrokenStreams {
+			checkResumed(t, run, api)
+			return
+		}
 		require.NoError(t, run.err, "the CLI reports the failure in its result")
 		assert.True(t, run.comp.IsError)
 		assert.Equal(t, executor.FinishError, run.comp.FinishReason)
@@ -381,14 +432,19 @@ func TestE2E(t *testing.T) {
 	t.Run("connection dropped mid-stream", func(t *testing.T) {
 		api := scriptedapi.Start(scriptedapi.WithTurns(
 			scriptedapi.Turn{Blocks: []scriptedapi.Block{scriptedapi.Text("partial answer"), scriptedapi.Text("never sent")}, Disconnect: true},
-		), scriptedapi.WithScript(func(*scriptedapi.Request) scriptedapi.Turn { return scriptedapi.Say("recovered") }))
+		), resume)
 		defer api.Close()
 		run := env.run(t, "dropped", api, executor.RunRequest{Messages: user("hi")}, e2eOpts{})
+		if env.cli.resumesBrokenStreams {
+			checkResumed(t, run, api)
+			return
+		}
 		require.NoError(t, run.err)
 		assert.Len(t, api.MessageRequests(), 1, "the CLI does not retry a dropped stream")
 		assert.Equal(t, "partial answer", run.comp.Content)
 		assert.True(t, run.comp.IsError, "the CLI calls the cut answer a success; the parser must not")
 		assert.Equal(t, executor.FinishError, run.comp.FinishReason)
+		require.NotEmpty(t, run.comp.Errors)
 		assert.Contains(t, run.comp.Errors[0], "broke off")
 	})
 
