@@ -51,11 +51,16 @@ type cliBehaviour struct {
 	// message asking the model to resume, and a second model call,
 	// instead of a failed result.
 	resumesBrokenStreams bool
+	// backgroundSubagents: the Task tool runs a subagent in the
+	// background unless its input says run_in_background: false; the
+	// main agent's turn ends, and the subagent's completion starts
+	// another turn with its own result line.
+	backgroundSubagents bool
 }
 
 var cliBehaviours = map[string]cliBehaviour{
 	"2.1.197": {},
-	"2.1.330": {resumesBrokenStreams: true},
+	"2.1.330": {resumesBrokenStreams: true, backgroundSubagents: true},
 }
 
 // imageVersionLabel names the CLI version in the sandbox image
@@ -497,6 +502,54 @@ func TestE2E(t *testing.T) {
 		reqs := api.MessageRequests()
 		require.NotEmpty(t, reqs)
 		assert.Contains(t, reqs[0].AllText(), "PROJECT-MEMORY-SENTINEL", "the workspace's CLAUDE.md reaches the model")
+	})
+
+	t.Run("subagent tool calls carry their parent", func(t *testing.T) {
+		const task = "SUBAGENT-TASK: run echo from-subagent and report what it printed"
+		api := scriptedapi.Start(scriptedapi.WithScript(func(r *scriptedapi.Request) scriptedapi.Turn {
+			res := r.NewToolResults()
+			if len(r.Body.Messages) > 0 && strings.Contains(r.Body.Messages[0].Content.Text(), "SUBAGENT-TASK") {
+				if len(res) > 0 {
+					return scriptedapi.Say("subagent saw: " + strings.TrimSpace(res[0].Result))
+				}
+				return scriptedapi.Call("Bash", map[string]string{"command": "echo from-subagent", "description": "echo"})
+			}
+			delegated := false
+			for _, m := range r.Body.Messages {
+				for _, b := range m.Content {
+					delegated = delegated || b.Type == "tool_use" && b.Name == "Task"
+				}
+			}
+			if len(res) > 0 || delegated {
+				return scriptedapi.Say("main done")
+			}
+			input := map[string]any{"description": "run echo", "prompt": task, "subagent_type": "general-purpose"}
+			if env.cli.backgroundSubagents {
+				input["run_in_background"] = false
+			}
+			return scriptedapi.Call("Task", input)
+		}))
+		defer api.Close()
+		run := env.run(t, "subagent", api, executor.RunRequest{Messages: user("delegate the echo")}, e2eOpts{})
+		require.NoError(t, run.err)
+		assert.False(t, run.comp.IsError, run.comp.Errors)
+		assert.Equal(t, "main done", run.comp.Content, "the subagent's text is not the answer")
+		uses := run.ofKind(executor.EventToolUse)
+		require.Len(t, uses, 2, "the Task call and the subagent's Bash call")
+		parent, sub := uses[0].Tool, uses[1].Tool
+		assert.Equal(t, "Task", parent.Name)
+		assert.Empty(t, parent.ParentToolUseID, "the main agent's call has no parent")
+		assert.Equal(t, "Bash", sub.Name)
+		assert.Equal(t, parent.ID, sub.ParentToolUseID, "the subagent's call names the Task call")
+		results := map[string]*executor.ToolResult{}
+		for _, e := range run.ofKind(executor.EventToolResult) {
+			results[e.ToolResult.ToolUseID] = e.ToolResult
+		}
+		require.Contains(t, results, sub.ID)
+		assert.Equal(t, parent.ID, results[sub.ID].ParentToolUseID)
+		assert.Contains(t, results[sub.ID].Content, "from-subagent")
+		require.Contains(t, results, parent.ID)
+		assert.Empty(t, results[parent.ID].ParentToolUseID)
 	})
 
 	t.Run("connector key is nowhere in the container", func(t *testing.T) {

@@ -47,7 +47,7 @@ func parseAll(t testing.TB, r io.Reader) golden {
 
 // transcriptDirs hold real CLI stdout: the shared recordings and the ones
 // recorded against internal/scriptedapi (see testdata/README.md).
-var transcriptDirs = []string{"testdata/cli-2.1.197", "testdata/recorded"}
+var transcriptDirs = []string{"testdata/cli-2.1.197", "testdata/recorded", "testdata/recorded-2.1.330"}
 
 func transcripts(t *testing.T) []string {
 	t.Helper()
