@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -444,7 +445,9 @@ func StripSystemReminders(s string) string {
 	if !strings.Contains(s, open) {
 		return s
 	}
-	var sb strings.Builder
+	// The text around the blocks, each part trimmed where a block was
+	// cut out and joined by one newline.
+	var parts []string
 	rest := s
 	for {
 		i := strings.Index(rest, open)
@@ -455,14 +458,11 @@ func StripSystemReminders(s string) string {
 		if j < 0 {
 			break
 		}
-		sb.WriteString(strings.TrimRight(rest[:i], " \t\n"))
+		parts = append(parts, strings.TrimRight(rest[:i], " \t\n"))
 		rest = strings.TrimLeft(rest[i+j+len(end):], " \t\n")
-		if rest != "" && sb.Len() > 0 {
-			sb.WriteString("\n")
-		}
 	}
-	sb.WriteString(rest)
-	return sb.String()
+	parts = append(parts, rest)
+	return strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), "\n")
 }
 
 // resultText flattens a tool_result's content: a string, or blocks of
