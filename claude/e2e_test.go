@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/executor/helper"
 	"github.com/agentbox/agentbox/executor/modelproxy"
+	"github.com/agentbox/agentbox/executor/runnertest"
 	"github.com/agentbox/agentbox/internal/jsonl"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -502,6 +503,39 @@ func TestE2E(t *testing.T) {
 		reqs := api.MessageRequests()
 		require.NotEmpty(t, reqs)
 		assert.Contains(t, reqs[0].AllText(), "PROJECT-MEMORY-SENTINEL", "the workspace's CLAUDE.md reaches the model")
+	})
+
+	// The shared runner contract on this CLI's live output, so a run
+	// against another pin (make test-claude-previous) checks it there too.
+	t.Run("runner conformance on live output", func(t *testing.T) {
+		script := func(s scriptedapi.Script) *scriptedapi.Server { return scriptedapi.Start(scriptedapi.WithScript(s)) }
+		apis := map[runnertest.Behaviour]*scriptedapi.Server{
+			runnertest.Plain: script(func(*scriptedapi.Request) scriptedapi.Turn { return scriptedapi.Say("1+1 is 2.") }),
+			runnertest.WriteAndRun: script(func(r *scriptedapi.Request) scriptedapi.Turn {
+				res := r.NewToolResults()
+				switch {
+				case len(res) == 0:
+					return scriptedapi.Call("Write", map[string]string{"file_path": executor.ContainerWorkdir + "/hello.txt", "content": "hello world"})
+				case res[0].Name == "Write":
+					return scriptedapi.Call("Bash", map[string]string{"command": "cat hello.txt", "description": "print it"})
+				}
+				return scriptedapi.Say("It says: " + strings.TrimSpace(res[0].Result))
+			}),
+			runnertest.FailingTool: script(func(r *scriptedapi.Request) scriptedapi.Turn {
+				if res := r.NewToolResults(); len(res) > 0 {
+					return scriptedapi.Say("The command failed: " + strings.TrimSpace(res[0].Result))
+				}
+				return scriptedapi.Call("Bash", map[string]string{"command": "echo failing >&2; exit 3", "description": "fail"})
+			}),
+			runnertest.ErrorResult: script(func(*scriptedapi.Request) scriptedapi.Turn { return scriptedapi.Fail(scriptedapi.ErrUnauthorized) }),
+		}
+		tr := runnertest.Transcripts{}
+		for b, api := range apis {
+			defer api.Close()
+			run := env.run(t, "conformance-"+string(b), api, executor.RunRequest{Messages: user("What is 1+1?")}, e2eOpts{})
+			tr[b] = run.stdout
+		}
+		runnertest.Run(t, claude.New(), tr)
 	})
 
 	t.Run("subagent tool calls carry their parent", func(t *testing.T) {
