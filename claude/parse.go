@@ -346,6 +346,11 @@ func (p *parser) assistant(v gjson.Result) error {
 				}
 			}
 		case "tool_use":
+			if top {
+				// Text after a tool call is a new block, not the
+				// continuation of a resumed answer.
+				p.resumed = false
+			}
 			input := json.RawMessage(b.Get("input").Raw)
 			if len(input) == 0 {
 				input = nil

@@ -435,3 +435,30 @@ func FuzzStripSystemReminders(f *testing.F) {
 		}
 	})
 }
+
+func TestParseResumeJoin(t *testing.T) {
+	const (
+		head = `{"type":"system","subtype":"init","session_id":"s"}
+{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"partial"}]}}
+{"type":"user","isSynthetic":true,"message":{"role":"user","content":[{"type":"text","text":"Your response above was cut off mid-stream. Resume directly from where it stops."}]}}
+`
+		tool = `{"type":"assistant","message":{"id":"m2","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]}}
+{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}}
+`
+		tail = `{"type":"assistant","message":{"id":"m3","content":[{"type":"text","text":" done"}]}}
+{"type":"result","subtype":"success","is_error":false,"stop_reason":"end_turn","result":"done"}
+`
+	)
+	tests := map[string]struct{ in, want string }{
+		"continuation joins the partial text": {head + tail, "partial done"},
+		"text after a tool call is separated": {head + tool + tail, "partial\n\n done"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := parseAll(t, strings.NewReader(tc.in))
+			require.Empty(t, g.Error)
+			assert.Equal(t, tc.want, g.Completion.Content)
+			assert.Len(t, kindsOf(g, executor.EventRetry), 1)
+		})
+	}
+}
