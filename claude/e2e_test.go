@@ -90,7 +90,7 @@ func newE2E(t testing.TB) *e2eEnv {
 
 // e2eOpts vary one run.
 type e2eOpts struct {
-	stall  time.Duration // stall watchdog (default 60s)
+	stall  time.Duration // stall watchdog (default 2m)
 	before func(sb executor.Sandbox)
 	after  func(sb executor.Sandbox) // runs while the container is still up
 }
@@ -166,7 +166,9 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *scriptedapi.Server, req e
 
 	stall := o.stall
 	if stall == 0 {
-		stall = time.Minute
+		// A loaded CI machine (2 cores, several test processes) has kept
+		// the CLI silent for over a minute before its first line.
+		stall = 2 * time.Minute
 	}
 	runCtx, wd := jsonl.WithWatchdog(ctx, stall)
 	defer wd.Stop()
@@ -343,16 +345,18 @@ func TestE2E(t *testing.T) {
 	})
 
 	for _, tc := range []struct {
-		name   string
-		err    *scriptedapi.APIError
-		status int
+		name    string
+		err     *scriptedapi.APIError
+		status  int
+		retried bool // the CLI retries this status (api_retry lines)
 	}{
-		{"upstream 401 fails fast", scriptedapi.ErrUnauthorized, 401},
-		{"upstream 500 fails fast", scriptedapi.ErrInternal, 500},
-		{"upstream 400 prompt too long", scriptedapi.ErrPromptTooLong, 400},
-		{"upstream 404 model not found", scriptedapi.ErrModelNotFound, 404},
-		{"upstream 429 rate limited", scriptedapi.ErrRateLimited, 429},
-		{"upstream 529 overloaded", scriptedapi.ErrOverloaded, 529},
+		{"upstream 401 fails fast", scriptedapi.ErrUnauthorized, 401, true},
+		{"upstream 500 fails fast", scriptedapi.ErrInternal, 500, true},
+		{"upstream 400 prompt too long", scriptedapi.ErrPromptTooLong, 400, false},
+		// 404: a streaming then a non-streaming call, no api_retry (transcript d7).
+		{"upstream 404 model not found", scriptedapi.ErrModelNotFound, 404, false},
+		{"upstream 429 rate limited", scriptedapi.ErrRateLimited, 429, true},
+		{"upstream 529 overloaded", scriptedapi.ErrOverloaded, 529, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := scriptedapi.Start(scriptedapi.WithScript(func(*scriptedapi.Request) scriptedapi.Turn { return scriptedapi.Fail(tc.err) }))
@@ -368,8 +372,14 @@ func TestE2E(t *testing.T) {
 			}
 			assert.NotEmpty(t, run.comp.Errors)
 			assert.Empty(t, run.comp.Content)
-			assert.Less(t, run.wall, 20*time.Second, "bounded retries, not a three-minute storm")
+			// Bounded retries, not a three-minute storm: counted in model
+			// calls, not wall time, which a loaded machine stretches.
 			assert.LessOrEqual(t, len(api.MessageRequests()), 1+claude.DefaultMaxRetries, "at most the bounded retries")
+			if tc.retried {
+				assert.Len(t, run.ofKind(executor.EventRetry), len(api.MessageRequests())-1, "each retry is an event")
+			} else {
+				assert.Empty(t, run.ofKind(executor.EventRetry))
+			}
 			t.Logf("failed in %s after %d model calls: %v", run.wall.Round(time.Millisecond), len(api.MessageRequests()), run.comp.Errors)
 		})
 	}
@@ -383,7 +393,6 @@ func TestE2E(t *testing.T) {
 		require.Error(t, run.err)
 		assert.ErrorIs(t, run.err, jsonl.ErrStalled)
 		assert.True(t, run.comp.IsError)
-		assert.Less(t, run.wall, 15*time.Second)
 		t.Logf("cut off after %s: %v", run.wall.Round(time.Millisecond), run.err)
 	})
 
