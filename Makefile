@@ -8,8 +8,12 @@ GOLANGCI_LINT_VERSION := v2.15.0
 # small machines.
 TEST_FLAGS ?= -race -count=1 -timeout 45m
 CLAUDE_BIN ?=
+# The CLI pins: CLAUDE_CODE_VERSION_PINNED and CLAUDE_CODE_VERSION_PREVIOUS.
+include examples/images/VERSIONS
+# The sandbox image with the previous pin, for test-claude-previous.
+PREVIOUS_IMAGE ?= agentbox/sandbox-claude:$(CLAUDE_CODE_VERSION_PREVIOUS)
 
-.PHONY: all setup helper image test vet lint demo clean
+.PHONY: all setup helper image image-previous test test-claude-previous vet lint demo clean
 
 all: vet test
 
@@ -30,6 +34,19 @@ image: helper
 	else \
 		HELPER=bin/agentbox-helper CLAUDE_BIN="$(CLAUDE_BIN)" IMAGE_INPUTS=$$inputs examples/images/build-offline.sh $(IMAGE); \
 	fi
+
+## image-previous: the sandbox image with the previous CLI pin (VERSIONS), CLI from the npm registry
+image-previous: helper
+	@inputs=$$( (cat bin/agentbox-helper examples/images/build-offline.sh; echo $(CLAUDE_CODE_VERSION_PREVIOUS)) | sha256sum | cut -c1-16); \
+	if [ "$$(docker image inspect -f '{{index .Config.Labels "io.agentbox.image.inputs"}}' $(PREVIOUS_IMAGE) 2>/dev/null)" = "$$inputs" ]; then \
+		echo "image-previous: $(PREVIOUS_IMAGE) is up to date ($$inputs)"; \
+	else \
+		HELPER=bin/agentbox-helper CLAUDE_CODE_VERSION=$(CLAUDE_CODE_VERSION_PREVIOUS) IMAGE_INPUTS=$$inputs examples/images/build-offline.sh $(PREVIOUS_IMAGE); \
+	fi
+
+## test-claude-previous: the claude package's tests (runner conformance, e2e) against the previous CLI pin
+test-claude-previous: image-previous
+	AGENTBOX_TEST_IMAGE=$(PREVIOUS_IMAGE) $(GO) test $(TEST_FLAGS) ./claude
 
 ## vet: go vet over every package
 vet:

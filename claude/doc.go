@@ -1,8 +1,11 @@
 // Package claude runs the Claude Code CLI: it builds argv, env and stdin for
 // one run and parses the CLI's stream-json output into executor events and a
 // completion. The parser is a pure function of the CLI's stdout. Facts it
-// relies on were verified against the real CLI (2.1.197); real transcripts
-// are under testdata/cli-2.1.197.
+// relies on were verified against the real CLI at the pin (2.1.330) and the
+// previous pin (2.1.197), both named in examples/images/VERSIONS; real
+// transcripts are under testdata/cli-2.1.197, testdata/recorded (2.1.197)
+// and testdata/recorded-2.1.330, and CI runs this package's tests against
+// an image of each pin (make test-claude-previous).
 //
 // # Invocation
 //
@@ -33,7 +36,7 @@
 // that lives as long as the container: the gateway writes the assistant's
 // skills there before every run (middleware Sandbox.HomeFiles), and what
 // the agent changes there is gone with the container. Verified on CLI
-// 2.1.197: with the user source only, no project hook, env, apiKeyHelper,
+// 2.1.197 (and by TestE2E's skill test on each pin): with the user source only, no project hook, env, apiKeyHelper,
 // skill, agent or command loads, and user skills are listed.
 //
 // The workspace's CLAUDE.md does load: it is the user's project file, and
@@ -52,7 +55,10 @@
 // CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 (without it the CLI sends the
 // key to its vendor's hosts), CLAUDE_CODE_MAX_RETRIES (default 2: the CLI's
 // default of 10 takes about three minutes to give up on a dead upstream),
-// DISABLE_AUTOUPDATER and friends, and IS_SANDBOX=1 only in
+// DISABLE_AUTOUPDATER and friends, ENABLE_TOOL_SEARCH=false (from
+// 2.1.3xx the CLI otherwise defers MCP tools behind its ToolSearch tool,
+// and the model's tool list lacks the gateway's tools until it searches),
+// MCP_CONNECTION_NONBLOCKING=0, and IS_SANDBOX=1 only in
 // bypassPermissions mode (the CLI refuses that mode as root otherwise).
 //
 // Sandbox arguments (package.yao sandbox.arguments): max_turns (1-1000,
@@ -85,12 +91,25 @@
 //   - system/init → EventInit (tools, skills, MCP servers and status, model,
 //     permission mode, version, session id)
 //   - system/api_retry → EventRetry; other system lines are skipped
+//   - the CLI's request to resume a broken answer (2.1.330: after a
+//     model stream that broke off, an error event or a dropped
+//     connection, a synthetic user message asks the model to continue
+//     and a second model call follows) → EventRetry; the continuation's
+//     text joins the broken text without a separator, and the message
+//     itself is never text
 //   - text and thinking of the main agent → EventText / EventThinking, as
 //     deltas from stream_event lines when the message was streamed, from
 //     the complete assistant message otherwise, never both
 //   - tool_use blocks (from assistant messages, where input is whole) →
 //     EventToolUse; tool_result blocks of user messages → EventToolResult;
-//     replayed and synthetic user messages (skill bodies) are skipped
+//     replayed and synthetic user messages (skill bodies) are skipped.
+//     A subagent's tool events carry its parent_tool_use_id (the main
+//     agent's Task call) as ParentToolUseID; the main agent's have none.
+//     <system-reminder> blocks the CLI appends to tool results (2.1.330:
+//     tokens left, file state) are stripped from the event
+//     (StripSystemReminders): they are the CLI's notes to the model, not
+//     the tool's output, and the model still gets them because the CLI
+//     sends it the result itself
 //   - synthetic assistant messages carrying an "error" (failed API calls)
 //     are not text: their message is the result's error
 //   - result → the Completion: is_error decides failure (API failures keep

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,6 +163,12 @@ type parser struct {
 	pendingSep bool
 	// errTexts are the texts of synthetic error messages.
 	errTexts []string
+	// curStopped: the streamed message cur got its stop reason
+	// (message_delta); a message without one broke off.
+	curStopped bool
+	// resumed: the CLI asked the model to resume a broken answer; the
+	// next text block continues it without a separator.
+	resumed bool
 }
 
 // line handles one line of output.
@@ -246,6 +253,11 @@ func (p *parser) streamEvent(v gjson.Result) error {
 	case "message_start":
 		p.cur = ev.Get("message.id").String()
 		p.streamed[p.cur] = true
+		p.curStopped = false
+	case "message_delta":
+		if sr := ev.Get("delta.stop_reason"); sr.Exists() && sr.Type != gjson.Null {
+			p.curStopped = true
+		}
 	case "content_block_start":
 		if ev.Get("content_block.type").String() == "text" {
 			p.startText(p.cur, int(ev.Get("index").Int()))
@@ -270,7 +282,8 @@ func (p *parser) streamEvent(v gjson.Result) error {
 // startText begins a text block at index of message msg, deciding whether
 // a separator must precede its text.
 func (p *parser) startText(msg string, index int) {
-	p.pendingSep = p.content.Len() > 0 && (msg != p.lastTextMsg || index != p.lastTextIndex+1)
+	p.pendingSep = p.content.Len() > 0 && (msg != p.lastTextMsg || index != p.lastTextIndex+1) && !p.resumed
+	p.resumed = false
 	p.lastTextMsg, p.lastTextIndex = msg, index
 }
 
@@ -333,12 +346,18 @@ func (p *parser) assistant(v gjson.Result) error {
 				}
 			}
 		case "tool_use":
+			if top {
+				// Text after a tool call is a new block, not the
+				// continuation of a resumed answer.
+				p.resumed = false
+			}
 			input := json.RawMessage(b.Get("input").Raw)
 			if len(input) == 0 {
 				input = nil
 			}
 			if err := p.emit(executor.Event{Kind: executor.EventToolUse, Tool: &executor.ToolUse{
 				ID: b.Get("id").String(), Name: b.Get("name").String(), Input: input,
+				ParentToolUseID: parentID(v),
 			}}); err != nil {
 				return err
 			}
@@ -348,24 +367,107 @@ func (p *parser) assistant(v gjson.Result) error {
 }
 
 // user handles tool results; replayed and synthetic user messages (skill
-// bodies, interruption notes) are not events.
+// bodies, interruption notes) are not events, except the CLI's request to
+// resume a broken answer, which is a retry.
 func (p *parser) user(v gjson.Result) error {
-	if v.Get("isReplay").Bool() || v.Get("isSynthetic").Bool() {
+	if v.Get("isReplay").Bool() {
 		return nil
 	}
+	if v.Get("isSynthetic").Bool() {
+		if p.isResume(v) {
+			if topLevel(v) {
+				p.resumed = true
+			}
+			return p.emit(executor.Event{Kind: executor.EventRetry, Text: resumeNotice})
+		}
+		return nil
+	}
+	parent := parentID(v)
 	for _, b := range v.Get("message.content").Array() {
 		if b.Get("type").String() != "tool_result" {
 			continue
 		}
 		if err := p.emit(executor.Event{Kind: executor.EventToolResult, ToolResult: &executor.ToolResult{
-			ToolUseID: b.Get("tool_use_id").String(),
-			Content:   resultText(b.Get("content")),
-			IsError:   b.Get("is_error").Bool(),
+			ToolUseID:       b.Get("tool_use_id").String(),
+			Content:         StripSystemReminders(resultText(b.Get("content"))),
+			IsError:         b.Get("is_error").Bool(),
+			ParentToolUseID: parent,
 		}}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// resumeNotice is the text of the retry event for the CLI's resumption
+// of a broken answer.
+const resumeNotice = "the model's answer broke off mid-stream; the CLI asked the model to resume it (the text that follows continues the answer)"
+
+// resumePrefix starts the synthetic user message with which the CLI
+// (2.1.330) asks the model to resume an answer whose stream broke off.
+const resumePrefix = "Your response above was cut off"
+
+// isResume reports whether a synthetic user message is the CLI's request
+// to resume a broken answer: plain text (no tool result) after a streamed
+// message that ended without a stop reason, or, in whole-message output,
+// the CLI's wording.
+func (p *parser) isResume(v gjson.Result) bool {
+	text := ""
+	for _, b := range v.Get("message.content").Array() {
+		if b.Get("type").String() == "tool_result" {
+			return false
+		}
+		text += b.Get("text").String()
+	}
+	if c := v.Get("message.content"); c.Type == gjson.String {
+		text = c.String()
+	}
+	if text == "" {
+		return false
+	}
+	broken := topLevel(v) && p.cur != "" && !p.curStopped
+	return broken || strings.HasPrefix(text, resumePrefix)
+}
+
+// parentID is the parent_tool_use_id of a subagent's line ("" for the
+// main agent's).
+func parentID(v gjson.Result) string {
+	if topLevel(v) {
+		return ""
+	}
+	return v.Get("parent_tool_use_id").String()
+}
+
+// StripSystemReminders removes the <system-reminder> blocks the CLI
+// (2.1.330) appends to tool results. They are the CLI's notes to the
+// model (for example how to treat the output, or that a file changed),
+// not the tool's output: the model still gets them, since the CLI sends
+// the result to the model itself; a client showing the tool's output
+// does not. An unterminated block is kept, so output that merely
+// mentions the tag is not cut.
+func StripSystemReminders(s string) string {
+	const open, end = "<system-reminder>", "</system-reminder>"
+	if !strings.Contains(s, open) {
+		return s
+	}
+	// The text around the blocks, each part trimmed where a block was
+	// cut out and joined by one newline.
+	var parts []string
+	rest := s
+	for {
+		i := strings.Index(rest, open)
+		if i < 0 {
+			break
+		}
+		j := strings.Index(rest[i:], end)
+		if j < 0 {
+			break
+		}
+		parts = append(parts, strings.TrimRight(rest[:i], " \t\n"))
+		rest = strings.TrimLeft(rest[i+j+len(end):], " \t\n")
+	}
+	parts = append(parts, rest)
+	return strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), "\n")
 }
 
 // resultText flattens a tool_result's content: a string, or blocks of

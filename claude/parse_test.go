@@ -47,7 +47,7 @@ func parseAll(t testing.TB, r io.Reader) golden {
 
 // transcriptDirs hold real CLI stdout: the shared recordings and the ones
 // recorded against internal/scriptedapi (see testdata/README.md).
-var transcriptDirs = []string{"testdata/cli-2.1.197", "testdata/recorded"}
+var transcriptDirs = []string{"testdata/cli-2.1.197", "testdata/recorded", "testdata/recorded-2.1.330"}
 
 func transcripts(t *testing.T) []string {
 	t.Helper()
@@ -318,4 +318,147 @@ func BenchmarkParse(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestStripSystemReminders(t *testing.T) {
+	tests := map[string]struct{ in, want string }{
+		"none":            {"hello\n", "hello\n"},
+		"trailing block":  {"order 42: shipped\n\n<system-reminder>\n<total_tokens>14999897 tokens left</total_tokens>\n</system-reminder>", "order 42: shipped"},
+		"leading block":   {"<system-reminder>note</system-reminder>\nout", "out"},
+		"between":         {"a\n<system-reminder>x</system-reminder>\nb", "a\nb"},
+		"two blocks":      {"a<system-reminder>x</system-reminder><system-reminder>y</system-reminder>", "a"},
+		"only a block":    {"<system-reminder>x</system-reminder>", ""},
+		"unterminated":    {"grep found <system-reminder> in file.go", "grep found <system-reminder> in file.go"},
+		"closing only":    {"a </system-reminder> b", "a </system-reminder> b"},
+		"block then open": {"a<system-reminder>x</system-reminder> b <system-reminder> c", "a\nb <system-reminder> c"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, claude.StripSystemReminders(tc.in))
+		})
+	}
+}
+
+// readRecorded330 returns a transcript of the new pin.
+func readRecorded330(t *testing.T, name string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata/recorded-2.1.330", name))
+	require.NoError(t, err)
+	return raw
+}
+
+// TestParseCLI2_1_330 checks what the parser makes of behaviours new in
+// CLI 2.1.330, on its real output.
+func TestParseCLI2_1_330(t *testing.T) {
+	t.Run("resumed answer is a retry and continues the text", func(t *testing.T) {
+		for _, f := range []string{"midstream.jsonl", "dropped.jsonl"} {
+			g := parseAll(t, bytes.NewReader(readRecorded330(t, f)))
+			require.Empty(t, g.Error, f)
+			assert.False(t, g.Completion.IsError, f)
+			assert.Equal(t, "partial answer, resumed.", g.Completion.Content, f)
+			retries := kindsOf(g, executor.EventRetry)
+			require.Len(t, retries, 1, f)
+			var before strings.Builder
+			for _, e := range g.Events {
+				if e.Kind == executor.EventRetry {
+					break
+				}
+				if e.Kind == executor.EventText {
+					before.WriteString(e.Text)
+				}
+			}
+			assert.Equal(t, "partial answer", before.String(), "%s: the retry event comes where the stream broke", f)
+		}
+	})
+	t.Run("resume in whole-message output is recognised by its wording", func(t *testing.T) {
+		var kept []string
+		for _, l := range strings.Split(string(readRecorded330(t, "midstream.jsonl")), "\n") {
+			if !strings.Contains(l, `"type":"stream_event"`) {
+				kept = append(kept, l)
+			}
+		}
+		g := parseAll(t, strings.NewReader(strings.Join(kept, "\n")))
+		assert.Len(t, kindsOf(g, executor.EventRetry), 1)
+		assert.Equal(t, "partial answer, resumed.", g.Completion.Content)
+	})
+	t.Run("skill bodies stay silent", func(t *testing.T) {
+		raw, err := os.ReadFile("testdata/cli-2.1.197/g_skill_invocation.jsonl")
+		require.NoError(t, err)
+		g := parseAll(t, bytes.NewReader(raw))
+		assert.Empty(t, kindsOf(g, executor.EventRetry), "a synthetic skill body after a complete message is not a resume")
+	})
+	t.Run("subagent events name their parent", func(t *testing.T) {
+		g := parseAll(t, bytes.NewReader(readRecorded330(t, "subagent.jsonl")))
+		require.Empty(t, g.Error)
+		uses := kindsOf(g, executor.EventToolUse)
+		require.Len(t, uses, 2)
+		assert.Equal(t, "Task", uses[0].Tool.Name)
+		assert.Empty(t, uses[0].Tool.ParentToolUseID)
+		assert.Equal(t, uses[0].Tool.ID, uses[1].Tool.ParentToolUseID)
+		for _, r := range kindsOf(g, executor.EventToolResult) {
+			if r.ToolResult.ToolUseID == uses[1].Tool.ID {
+				assert.Equal(t, uses[0].Tool.ID, r.ToolResult.ParentToolUseID)
+			} else {
+				assert.Empty(t, r.ToolResult.ParentToolUseID)
+			}
+		}
+		assert.Equal(t, "main done", g.Completion.Content, "the subagent's text is not the answer")
+	})
+	t.Run("reminders are stripped from tool results", func(t *testing.T) {
+		const reminder = "\n\n<system-reminder>\n<total_tokens>14999897 tokens left</total_tokens>\n</system-reminder>"
+		raw := strings.Replace(string(readRecorded330(t, "files.jsonl")), `"content":"hello from the sandbox"`,
+			`"content":[{"type":"text","text":"hello from the sandbox`+strings.ReplaceAll(reminder, "\n", `\n`)+`"}]`, 1)
+		require.Contains(t, raw, "system-reminder", "the fixture was edited")
+		g := parseAll(t, strings.NewReader(raw))
+		var contents []string
+		for _, r := range kindsOf(g, executor.EventToolResult) {
+			contents = append(contents, r.ToolResult.Content)
+		}
+		assert.Contains(t, contents, "hello from the sandbox")
+		for _, c := range contents {
+			assert.NotContains(t, c, "system-reminder")
+		}
+	})
+}
+
+func FuzzStripSystemReminders(f *testing.F) {
+	for _, s := range []string{"a<system-reminder>x</system-reminder>b", "<system-reminder>", "x</system-reminder><system-reminder>y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := claude.StripSystemReminders(s)
+		if i := strings.Index(out, "<system-reminder>"); i >= 0 {
+			assert.NotContains(t, out[i:], "</system-reminder>", "a whole block survived in %q", out)
+		}
+		if !strings.Contains(s, "<system-reminder>") {
+			assert.Equal(t, s, out, "text without reminders is unchanged")
+		}
+	})
+}
+
+func TestParseResumeJoin(t *testing.T) {
+	const (
+		head = `{"type":"system","subtype":"init","session_id":"s"}
+{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"partial"}]}}
+{"type":"user","isSynthetic":true,"message":{"role":"user","content":[{"type":"text","text":"Your response above was cut off mid-stream. Resume directly from where it stops."}]}}
+`
+		tool = `{"type":"assistant","message":{"id":"m2","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]}}
+{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}}
+`
+		tail = `{"type":"assistant","message":{"id":"m3","content":[{"type":"text","text":" done"}]}}
+{"type":"result","subtype":"success","is_error":false,"stop_reason":"end_turn","result":"done"}
+`
+	)
+	tests := map[string]struct{ in, want string }{
+		"continuation joins the partial text": {head + tail, "partial done"},
+		"text after a tool call is separated": {head + tool + tail, "partial\n\n done"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := parseAll(t, strings.NewReader(tc.in))
+			require.Empty(t, g.Error)
+			assert.Equal(t, tc.want, g.Completion.Content)
+			assert.Len(t, kindsOf(g, executor.EventRetry), 1)
+		})
+	}
 }

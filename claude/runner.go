@@ -381,6 +381,13 @@ func environment(req executor.RunRequest, args Arguments) []string {
 		// are connected; on a loaded machine the gateway's tools were then
 		// missing from the tool list. "0" makes it wait for them.
 		"MCP_CONNECTION_NONBLOCKING=0",
+		// From 2.1.3xx the CLI defers MCP tools behind its ToolSearch
+		// tool: the model's tool list lacks them until it searches, which
+		// costs a model call and a model that knows to search, and sends
+		// tool_reference blocks that non-Anthropic upstreams behind the
+		// model proxy do not know. The gateway grants a short, explicit
+		// list of MCP tools; offer them directly. Older CLIs ignore it.
+		"ENABLE_TOOL_SEARCH=false",
 	}
 	if args.PermissionMode == "bypassPermissions" {
 		// The CLI refuses bypass mode as root unless told it runs in a

@@ -98,6 +98,7 @@ func TestInvocationDefaults(t *testing.T) {
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC":     "1",
 		"DISABLE_AUTOUPDATER":                          "1",
 		"DISABLE_TELEMETRY":                            "1",
+		"ENABLE_TOOL_SEARCH":                           "false",
 		"DISABLE_ERROR_REPORTING":                      "1",
 		"DISABLE_BUG_COMMAND":                          "1",
 		"CLAUDE_CODE_DISABLE_TERMINAL_TITLE":           "1",

@@ -25,7 +25,7 @@ func (r *Runner) SessionsEnabled(req executor.RunRequest) bool {
 // TranscriptFile implements the middleware's session runner: where the CLI
 // keeps the transcript of session req.SessionID, relative to req.Home. The
 // CLI writes it to $CLAUDE_CONFIG_DIR/projects/<workdir's slug>/<id>.jsonl
-// and --resume reads it from there (verified on 2.1.197).
+// and --resume reads it from there (verified on 2.1.197 and 2.1.330).
 func (r *Runner) TranscriptFile(req executor.RunRequest) (string, error) {
 	if !uuidPattern.MatchString(req.SessionID) {
 		return "", fmt.Errorf("%w: session id %q is not a lower-case UUID", executor.ErrInvalid, req.SessionID)

@@ -124,6 +124,9 @@ type ToolUse struct {
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input,omitempty"`
+	// ParentToolUseID is set for a call made by a subagent: the id of the
+	// main agent's tool call (Task/Agent) that started the subagent.
+	ParentToolUseID string `json:"parent_tool_use_id,omitempty"`
 }
 
 // ToolResult is a tool's answer.
@@ -131,6 +134,9 @@ type ToolResult struct {
 	ToolUseID string `json:"tool_use_id"`
 	Content   string `json:"content"`
 	IsError   bool   `json:"is_error,omitempty"`
+	// ParentToolUseID is set for the result of a subagent's call, as in
+	// ToolUse.
+	ParentToolUseID string `json:"parent_tool_use_id,omitempty"`
 }
 
 // UIMessage is a hook's message to the user (ctx.SendStream/Replace/End).

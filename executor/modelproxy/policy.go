@@ -58,7 +58,7 @@ func jsonDepthOK(b []byte, max int) bool {
 }
 
 // DefaultMaxOutputTokens caps a call's max_tokens when
-// Options.MaxOutputTokens is 0; Claude Code 2.1.197 sends 32000.
+// Options.MaxOutputTokens is 0; Claude Code 2.1.197 and 2.1.330 send 32000.
 const DefaultMaxOutputTokens = 32000
 
 // refusal is a request the proxy answers itself.
@@ -109,7 +109,8 @@ func clip(s string) string {
 }
 
 // Request headers forwarded upstream: what Claude Code 2.1.197 sends
-// (testdata/cli-2.1.197-requests.txt) minus the key, the encoding and the
+// (testdata/cli-2.1.197-requests.txt; 2.1.330 sends the same names, with
+// more anthropic-beta values) minus the key, the encoding and the
 // connection headers. Anything else (X-Forwarded-*, Forwarded, Cookie,
 // hop-by-hop headers, custom headers the agent adds) is dropped.
 var (

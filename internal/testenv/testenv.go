@@ -8,6 +8,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -124,4 +125,27 @@ func RequireRoot(t testing.TB, why string) {
 	if os.Geteuid() != 0 {
 		unavailable(t, "%s needs root (running as uid %d); run the tests as root, as .ci/run does", why, os.Geteuid())
 	}
+}
+
+// ImageLabel returns a label of a local image ("" when the image has no
+// such label), failing the test when the daemon cannot say.
+func ImageLabel(t testing.TB, img, key string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := dockerGet(ctx, "/images/"+img+"/json")
+	if err != nil {
+		t.Fatalf("inspect image %s: %v", img, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var info struct {
+		Config struct{ Labels map[string]string }
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("inspect image %s: %s", img, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		t.Fatalf("inspect image %s: %v", img, err)
+	}
+	return info.Config.Labels[key]
 }

@@ -25,11 +25,15 @@ import (
 // transcript; failed runs are OpenAI errors; tool activity reaches the
 // extension.
 func TestClaudeTranscriptsThroughTheAdapter(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "..", "claude", "testdata", "cli-2.1.197", "*.jsonl"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
+	var files []string
+	for _, dir := range []string{"cli-2.1.197", "recorded-2.1.330"} { // the previous pin and the pin
+		m, err := filepath.Glob(filepath.Join("..", "..", "claude", "testdata", dir, "*.jsonl"))
+		require.NoError(t, err)
+		require.NotEmpty(t, m, dir)
+		files = append(files, m...)
+	}
 	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".jsonl"), func(t *testing.T) {
+		t.Run(filepath.Base(filepath.Dir(file))+"/"+strings.TrimSuffix(filepath.Base(file), ".jsonl"), func(t *testing.T) {
 			transcript, err := os.ReadFile(file)
 			require.NoError(t, err)
 			// The oracle: the claude parser alone.
