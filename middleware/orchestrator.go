@@ -93,6 +93,9 @@ type Orchestrator struct {
 	leases  *leases
 	adm     *admission // nil: admission control is off
 	tel     *telemetry
+	pool    *warmPool // kept session containers
+	// bg counts the runs' work after their responses (teardowns).
+	bg sync.WaitGroup
 
 	// cleanups undo what provisioning did, in reverse order.
 	cleanups []func() error
@@ -118,6 +121,7 @@ var (
 // earlier steps opened is closed again before New returns the error.
 func New(ctx context.Context, opts Options) (*Orchestrator, error) {
 	o := &Orchestrator{opts: opts, leases: newLeases(), runs: make(map[uint64]context.CancelCauseFunc)}
+	o.pool = newWarmPool(o)
 	if err := o.configure(); err != nil {
 		return nil, err
 	}
@@ -164,6 +168,7 @@ func (o *Orchestrator) configure() error {
 	}
 	if !o.opts.Admission.Off {
 		o.adm = newAdmission(o.opts.Admission)
+		o.adm.reclaim = o.pool.reclaim
 	}
 	tel, err := newTelemetry(o)
 	if err != nil {
@@ -259,8 +264,9 @@ func (o *Orchestrator) cleanup() error {
 
 // Close stops taking requests, lets runs in flight finish for up to
 // DrainTimeout, then cancels the rest (they tear their sandboxes down) and
-// waits for their teardown, bounded by TeardownTimeout; last it closes the
-// model router and the executor. It is safe to call more than once.
+// waits for their teardown, bounded by TeardownTimeout; then it removes
+// the kept session containers; last it closes the model router and the
+// executor. It is safe to call more than once.
 func (o *Orchestrator) Close() error {
 	o.closeOnce.Do(func() {
 		o.mu.Lock()
@@ -279,6 +285,11 @@ func (o *Orchestrator) Close() error {
 				errs = append(errs, fmt.Errorf("middleware: runs still tearing down after %v; their containers are left to the executor's reconciler", o.opts.TeardownTimeout))
 			}
 		}
+		// Teardowns run after the responses; kept containers go last.
+		if !waitTimeout(&o.bg, o.opts.TeardownTimeout) {
+			errs = append(errs, fmt.Errorf("middleware: sandboxes still tearing down after %v; they are left to the executor's reconciler", o.opts.TeardownTimeout))
+		}
+		o.pool.close()
 		errs = append(errs, o.cleanup())
 		o.closeErr = errors.Join(errs...)
 	})

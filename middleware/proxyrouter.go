@@ -132,6 +132,16 @@ type modelRelay interface {
 
 // Open implements ModelRouter.
 func (p *ProxyRouter) Open(ctx context.Context, sb executor.Sandbox, a *Assistant) (ModelRoute, error) {
+	tok, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	return p.openToken(ctx, sb, a, tok)
+}
+
+// openToken opens a route that accepts tok, chosen beforehand: a CLI
+// started before its request (session policy) already has it.
+func (p *ProxyRouter) openToken(ctx context.Context, sb executor.Sandbox, a *Assistant, tok string) (ModelRoute, error) {
 	relay, _ := sb.(modelRelay)
 	if relay == nil || relay.ModelBaseURL() == "" || sb.HostDir() == "" {
 		return nil, errors.New("middleware: the sandbox has no model relay; run the executor with the helper (executor/docker Options.HelperBinary or UseImageHelper)")
@@ -141,10 +151,6 @@ func (p *ProxyRouter) Open(ctx context.Context, sb executor.Sandbox, a *Assistan
 		return nil, err
 	}
 	budget := p.budget(a)
-	tok, err := newToken()
-	if err != nil {
-		return nil, err
-	}
 	// A refusal's warn line names who was refused.
 	user, chat := IdentityFrom(ctx)
 	log := p.log.With("assistant", a.ID, "user", user, "chat", chat, "sandbox", sb.ID(), "request", RequestID(ctx))
