@@ -369,3 +369,22 @@ var _ Middleware = (*Orchestrator)(nil).Wrap
 // adapters that route only sandboxed requests to agentbox (see
 // middleware/openai.Middleware).
 func (o *Orchestrator) Handler() Handler { return o.Wrap(UnknownAssistant) }
+
+// Settle waits until the sandboxes of the requests answered so far are
+// torn down or kept: the middleware removes a sandbox after it returned
+// the response, off the request's path, and holds the chat's lease and the
+// run slot until then. Tests and tools that inspect containers after a
+// request call it; gateways need not.
+func (o *Orchestrator) Settle(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		o.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("middleware: sandboxes still tearing down: %w", ctx.Err())
+	}
+}
