@@ -52,6 +52,8 @@ type run struct {
 	answer   string
 	// phase is the last phase the request entered, for its outcome line.
 	phase string
+	// arrived is when the request reached the middleware.
+	arrived time.Time
 	tr    runTrace
 
 	emitMu   sync.Mutex
@@ -115,7 +117,7 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	if emit == nil {
 		emit = func(executor.Event) error { return nil }
 	}
-	r := &run{o: o, a: a, req: req, emit: emit, log: o.log.With("assistant", a.ID, "user", req.UserID, "chat", req.ChatID)}
+	r := &run{o: o, a: a, req: req, emit: emit, arrived: start, log: o.log.With("assistant", a.ID, "user", req.UserID, "chat", req.ChatID)}
 	if id := RequestID(ctx); id != "" {
 		r.log = r.log.With("request", id)
 	}

@@ -535,7 +535,7 @@ func (r *run) usePre(inv executor.Invocation) *agentProc {
 		pre.discard(r.o.opts.TeardownTimeout)
 		return nil
 	}
-	r.log.Debug("the pre-started CLI takes the turn's message", "waited", time.Since(e.keptAt))
+	r.log.Debug("the pre-started CLI takes the turn's message", "waited", time.Since(e.keptAt), "since_arrival", time.Since(r.arrived))
 	go func() {
 		_, err := pre.proc.stdin.Write(inv.Stdin)
 		pre.proc.stdin.CloseWithError(err)
