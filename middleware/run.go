@@ -54,7 +54,7 @@ type run struct {
 	phase string
 	// arrived is when the request reached the middleware.
 	arrived time.Time
-	tr    runTrace
+	tr      runTrace
 
 	emitMu   sync.Mutex
 	emit     Emit

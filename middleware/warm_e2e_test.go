@@ -32,7 +32,9 @@ import (
 
 // swapCatalog serves one assistant that a test can replace (a config
 // reload).
-type swapCatalog struct{ a atomic.Pointer[middleware.Assistant] }
+type swapCatalog struct {
+	a atomic.Pointer[middleware.Assistant]
+}
 
 func (c *swapCatalog) Lookup(_ context.Context, id string) (*middleware.Assistant, error) {
 	if a := c.a.Load(); a.ID == id {
