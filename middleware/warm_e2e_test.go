@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
@@ -70,7 +71,7 @@ func warmAssistant(img, upstream string, idle time.Duration) *middleware.Assista
 	}}
 }
 
-func newWarmE2E(t testing.TB, dataDir, instance string, idle time.Duration) *warmE2E {
+func newWarmE2E(t testing.TB, dataDir, instance string, idle time.Duration, mods ...func(*middleware.Assistant)) *warmE2E {
 	t.Helper()
 	img := testenv.RequireImage(t)
 	bin := testenv.HelperBinary(t)
@@ -86,7 +87,11 @@ func newWarmE2E(t testing.TB, dataDir, instance string, idle time.Duration) *war
 		return scriptedapi.Say("Answered without tools.")
 	}))
 	t.Cleanup(env.api.Close)
-	env.cat.a.Store(warmAssistant(img, env.api.URL, idle))
+	a := warmAssistant(img, env.api.URL, idle)
+	for _, m := range mods {
+		m(a)
+	}
+	env.cat.a.Store(a)
 	o, err := middleware.New(context.Background(), middleware.Options{
 		Catalog: env.cat,
 		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
@@ -232,6 +237,34 @@ func TestE2ESessionPolicyKeepsTheChatsContainer(t *testing.T) {
 	// Close removes the kept container.
 	require.NoError(t, env.o.Close())
 	assert.Empty(t, chatContainers(t, dataDir, "w1"), "shutdown removes kept containers")
+}
+
+func TestE2ESessionCreateHookChangesTheCLIsStart(t *testing.T) {
+	const french = "Answer in French from now on."
+	var turn atomic.Int32
+	h := hooks.Funcs{CreateFunc: func(_ context.Context, _ *hooks.Context, msgs []executor.Message) (*hooks.CreateResult, error) {
+		if turn.Add(1) < 2 {
+			return nil, nil
+		}
+		// From turn 2 on the hook adds a system message: the CLI's system
+		// prompt differs from the pre-started one's.
+		return &hooks.CreateResult{Messages: append([]executor.Message{{Role: "system", Content: french}}, msgs...)}, nil
+	}}
+	dataDir := t.TempDir()
+	env := newWarmE2E(t, dataDir, "", time.Minute, func(a *middleware.Assistant) { a.Hooks = h })
+	ctx := context.Background()
+	a1, _, _, _ := env.ask(t, "alice:h1", "Please run the command.")
+	require.Contains(t, a1, sessionMarker)
+	require.NoError(t, env.o.Settle(ctx))
+	kept := chatContainers(t, dataDir, "h1")
+	require.Len(t, kept, 1)
+
+	_, reqs, _, _ := env.ask(t, "alice:h1", "Please run the command.", a1, "What did it print?")
+	assert.Contains(t, reqs[0].Body.System.Text(), french, "the CLI that answered was started with the hook's system prompt, not the pre-started one")
+	uses, _ := toolBlocks(reqs[0])
+	assert.Len(t, uses, 1, "and still resumed the session")
+	require.NoError(t, env.o.Settle(ctx))
+	assert.Equal(t, kept, chatContainers(t, dataDir, "h1"), "in the same container")
 }
 
 // cgroupCPU returns the CPU time the container has used, from its
