@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -96,7 +97,7 @@ func (s *Sandbox) running(ctx context.Context) error {
 	defer cancel()
 	ins, err := s.e.api.ContainerInspect(ctx, s.id)
 	switch {
-	case err != nil && notRunning(err) != err:
+	case err != nil && errors.Is(notRunning(err), executor.ErrNotRunning):
 		return fmt.Errorf("the container is gone: %w (%w)", executor.ErrSandboxGone, err)
 	case err != nil:
 		return s.e.unavailable(ctx, "inspect container", err)
