@@ -24,8 +24,10 @@ const (
 	SandboxQueued = "queued"
 	// SandboxReady: the container is up (after the lease and Create).
 	SandboxReady = "ready"
-	// SandboxClosed: the container is removed (emitted only while the
-	// client still listens).
+	// SandboxClosed: the container is removed. The removal runs after
+	// the response (off the request's path), when the stream has ended, so
+	// the middleware no longer sends it; it stays for Emit implementations
+	// and clients that know the name.
 	SandboxClosed = "closed"
 )
 
