@@ -95,7 +95,7 @@ type Orchestrator struct {
 	tel     *telemetry
 	pool    *warmPool // kept session containers
 	// bg counts the runs' work after their responses (teardowns).
-	bg sync.WaitGroup
+	bg *bgWork
 
 	// cleanups undo what provisioning did, in reverse order.
 	cleanups []func() error
@@ -122,6 +122,7 @@ var (
 func New(ctx context.Context, opts Options) (*Orchestrator, error) {
 	o := &Orchestrator{opts: opts, leases: newLeases(), runs: make(map[uint64]context.CancelCauseFunc)}
 	o.pool = newWarmPool(o)
+	o.bg = newBgWork()
 	if err := o.configure(); err != nil {
 		return nil, err
 	}
@@ -286,7 +287,7 @@ func (o *Orchestrator) Close() error {
 			}
 		}
 		// Teardowns run after the responses; kept containers go last.
-		if !waitTimeout(&o.bg, o.opts.TeardownTimeout) {
+		if !o.bg.wait(o.opts.TeardownTimeout) {
 			errs = append(errs, fmt.Errorf("middleware: sandboxes still tearing down after %v; they are left to the executor's reconciler", o.opts.TeardownTimeout))
 		}
 		o.pool.close()
@@ -376,15 +377,61 @@ func (o *Orchestrator) Handler() Handler { return o.Wrap(UnknownAssistant) }
 // run slot until then. Tests and tools that inspect containers after a
 // request call it; gateways need not.
 func (o *Orchestrator) Settle(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		o.bg.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-o.bg.idle():
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("middleware: sandboxes still tearing down: %w", ctx.Err())
+	}
+}
+
+// bgWork counts work that runs after the responses. Unlike a WaitGroup it
+// may gain work while someone waits for it to end.
+type bgWork struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed while n is 0
+}
+
+func newBgWork() *bgWork {
+	z := make(chan struct{})
+	close(z)
+	return &bgWork{zero: z}
+}
+
+func (b *bgWork) add() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n == 0 {
+		b.zero = make(chan struct{})
+	}
+	b.n++
+}
+
+func (b *bgWork) done() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n--; b.n == 0 {
+		close(b.zero)
+	}
+}
+
+// idle is closed once no work is under way (at the time of the call).
+func (b *bgWork) idle() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.zero
+}
+
+// wait waits up to d for no work to be under way and reports whether it
+// came to that.
+func (b *bgWork) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-b.idle():
+		return true
+	case <-t.C:
+		return false
 	}
 }

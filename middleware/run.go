@@ -149,9 +149,9 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 			wrapUp()
 			return
 		}
-		o.bg.Add(1)
+		o.bg.add()
 		go func() {
-			defer o.bg.Done()
+			defer o.bg.done()
 			wrapUp()
 		}()
 	}()
