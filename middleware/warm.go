@@ -26,9 +26,11 @@ import (
 // assistant's home files and the stored session transcript), and the next
 // turn's CLI is started with --resume and the same flags, waiting on
 // stdin: the next request only writes its message (preCLI). The kept
-// container idles at about 0 CPU: only its main process and the waiting
-// CLI sleep in it (it is not paused: a paused container's helper would
-// not answer, and unpausing costs what the pre-started CLI saves).
+// container is idle, not paused: a paused container's helper would not
+// answer, and unpausing is a daemon call on the warm turn's path. Idle is
+// not 0 CPU: the CLI's start costs about 2 s of CPU right after the turn,
+// then the waiting CLI's timers take about 3.5% of a core (cgroup
+// cpu.stat over 20 s on a 2-core machine at load 23; TestE2ESessionIdleCPU).
 //
 // The chat's leases (ours and the executor's) are held per request, as
 // for the request policy: a kept container holds none (executor/docker's
