@@ -133,6 +133,9 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 	if s.Run.MCPConfig, err = ca.MCPConfig(o.MCP); err != nil {
 		errs = append(errs, fmt.Errorf("mcp: %w", err))
 	}
+	if sb.Policy == config.PolicySession {
+		s.Spec.IdleTTL = sb.IdleTTL
+	}
 	a.Sandbox = s
 	return a, errors.Join(errs...)
 }

@@ -69,7 +69,8 @@ const (
 	// persistent workspace.
 	PolicyRequest = "request"
 	// PolicySession keeps the chat's container between requests until it
-	// has been idle for IdleTTL.
+	// has been idle for IdleTTL, with the next turn's CLI started in it
+	// (middleware: Sandbox.Spec.IdleTTL; see middleware/warm.go).
 	PolicySession = "session"
 )
 
@@ -360,13 +361,13 @@ var sandboxOptions = []option{
 			}
 			s.sb.User = v
 		}},
-	{Key: "policy", Type: "string", Default: strconv.Quote(DefaultPolicy), Doc: `"request": a fresh container per request over the persistent workspace; "session": keep the chat's container until idle_ttl`,
+	{Key: "policy", Type: "string", Default: strconv.Quote(DefaultPolicy), Doc: `"request": a fresh container per request over the persistent workspace, removed after the response; "session": after a good turn the chat's container is kept, idle (processes the agent left are killed, HOME is rebuilt), and the next turn's CLI is started resuming the chat's session, so the next request of the same chat and assistant with unchanged options only sends its message; a changed option, another assistant or a container near the end of its life (2h, or timeout + idle_ttl) gets a new container. Kept containers count toward the gateway's memory bound, not its run slots, and are removed at shutdown`,
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			if v, ok := s.oneOf(n, path, []string{PolicyRequest, PolicySession}); ok {
 				s.sb.Policy = v
 			}
 		}},
-	{Key: "idle_ttl", Type: "duration", Default: DefaultIdleTTL.String() + " (session policy only)", Doc: "how long a session container may stay idle, " + minIdleTTL.String() + " to " + maxTimeout.String(),
+	{Key: "idle_ttl", Type: "duration", Default: DefaultIdleTTL.String() + " (session policy only)", Doc: "how long a kept session container may stay idle before it is removed (the workspace and the agent's session stay; the next turn starts cold and resumes the session), " + minIdleTTL.String() + " to " + maxTimeout.String(),
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			if v, ok := s.duration(n, path, minIdleTTL, maxTimeout, `"10m"`); ok {
 				s.sb.IdleTTL = v

@@ -48,6 +48,11 @@ type Spec struct {
 	// backend's default; never unlimited).
 	DiskBytes int64
 	Inodes    int64
+	// IdleTTL, when positive, marks a session sandbox (assistant policy
+	// "session"): its owner may keep the container between requests, with
+	// the chat released, for up to IdleTTL of idleness. Backends label it
+	// so; the container's life is still Timeout.
+	IdleTTL time.Duration
 }
 
 // Sandbox is one running container over one chat's workspace, held by one

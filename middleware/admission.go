@@ -92,9 +92,16 @@ type admission struct {
 	cfg    Admission
 	starts chan struct{} // one token per sandbox being created
 
+	// reclaim removes an idle session container to free its memory, and
+	// reports whether there was one (nil: none are kept).
+	reclaim func() bool
+
 	mu      sync.Mutex
 	running int
 	memory  int64
+	// idleMem is the memory of the idle session containers: it counts
+	// toward MaxMemoryBytes, not toward the run slots.
+	idleMem int64
 	perUser map[string]int
 	queues  map[string][]*waiter // per user, in arrival order
 	ring    []string             // users with waiters, in turn order
@@ -132,7 +139,7 @@ func (q *admission) fits(user string, memory int64) int {
 		return fitsNow
 	case q.perUser[user] >= q.cfg.MaxRunsPerUser:
 		return userFull
-	case q.running >= q.cfg.MaxRuns, q.cfg.MaxMemoryBytes >= 0 && q.memory+memory > q.cfg.MaxMemoryBytes:
+	case q.running >= q.cfg.MaxRuns, q.cfg.MaxMemoryBytes >= 0 && q.memory+q.idleMem+memory > q.cfg.MaxMemoryBytes:
 		return gatewayFull
 	}
 	return fitsNow
@@ -182,6 +189,7 @@ func (q *admission) acquire(ctx context.Context, user string, memory int64, dead
 	defer tick.Stop()
 	last := 0
 	update := func() error {
+		q.reclaimIdle(memory)
 		st, ok := q.status(w)
 		if !ok || st.Position == last {
 			return nil
@@ -395,4 +403,27 @@ func (q *admission) stats() AdmissionStats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return AdmissionStats{Running: q.running, Waiting: q.waiting, MemoryBytes: q.memory}
+}
+
+// idle adds delta to the memory of the idle session containers; a
+// container's removal makes room for waiters.
+func (q *admission) idle(delta int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.idleMem += delta
+	if delta < 0 {
+		q.dispatch()
+	}
+}
+
+// reclaimIdle removes an idle session container when a request of memory
+// waits and would fit without the idle containers' memory: a run goes
+// before an idle container.
+func (q *admission) reclaimIdle(memory int64) {
+	q.mu.Lock()
+	idle := q.idleMem > 0 && q.cfg.MaxMemoryBytes >= 0 && q.memory+q.idleMem+memory > q.cfg.MaxMemoryBytes
+	q.mu.Unlock()
+	if idle && q.reclaim != nil {
+		q.reclaim()
+	}
 }

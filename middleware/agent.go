@@ -28,17 +28,10 @@ func (r *run) agent(ctx context.Context, runner executor.Runner, messages []exec
 	t0 := time.Now()
 	defer func() { r.t.Agent = time.Since(t0) }()
 
-	rr := r.a.Sandbox.Run
+	rr := r.runRequest()
 	rr.Messages = messages
-	rr.Workdir = r.sb.Workdir()
-	rr.Home = r.a.Sandbox.Home
-	if rr.Home == "" {
-		rr.Home = DefaultHome
-	}
-	switch {
-	case r.a.Sandbox.DirectModel:
-		rr.ModelBaseURL, rr.APIKey = r.a.Sandbox.Connector.Upstream, r.a.Sandbox.Connector.Key
-	case r.route != nil:
+	r.messages = messages
+	if r.route != nil {
 		rr.ModelBaseURL, rr.APIKey = r.route.BaseURL(), r.route.Token()
 	}
 	r.session = r.openSession(ctx, runner, &rr)
@@ -46,11 +39,25 @@ func (r *run) agent(ctx context.Context, runner executor.Runner, messages []exec
 	if err != nil {
 		return nil, Errorf(KindConfig, err, "the assistant %q cannot build its %s invocation: %v", r.a.ID, runner.Name(), err)
 	}
-	if err := r.writeFiles(ctx, inv.Files, "the runner's file"); err != nil {
-		return nil, err
+	proc := r.usePre(inv)
+	if proc == nil {
+		if err := r.writeFiles(ctx, inv.Files, "the runner's file"); err != nil {
+			return nil, err
+		}
+		cmdTimeout := time.Duration(0)
+		if dl, ok := ctx.Deadline(); ok {
+			// The command's own bound, so that a backend default shorter
+			// than the sandbox timeout does not cut the run.
+			cmdTimeout = time.Until(dl)
+		}
+		var stdin io.Reader
+		if len(inv.Stdin) > 0 {
+			stdin = bytes.NewReader(inv.Stdin)
+		}
+		proc = r.startProc(ctx, inv, stdin, cmdTimeout)
 	}
 
-	comp, exit, stderr, perr := r.execParse(ctx, runner, inv)
+	comp, exit, stderr, perr := r.parseProc(ctx, runner, proc)
 	if perr != nil {
 		fail := r.failure(ctx, perr, r.agentError(perr, exit))
 		if fail.Kind != KindCanceled {
@@ -83,34 +90,40 @@ type execOutcome struct {
 	err error
 }
 
-// execParse runs the invocation with its stdout piped into the runner's
-// parser. When the parser stops early (bad stream, client gone) the process
-// is canceled; after a good final result it gets ExitGrace to exit by
-// itself.
-func (r *run) execParse(ctx context.Context, runner executor.Runner, inv executor.Invocation) (executor.Completion, execOutcome, string, error) {
+// runRequest is the runner's request of this run without its messages
+// and session: the assistant's template, the sandbox's paths and the
+// direct model's endpoint.
+func (r *run) runRequest() executor.RunRequest {
+	rr := r.a.Sandbox.Run
+	rr.Messages = nil
+	rr.Workdir = r.sb.Workdir()
+	rr.Home = r.home()
+	if r.a.Sandbox.DirectModel {
+		rr.ModelBaseURL, rr.APIKey = r.a.Sandbox.Connector.Upstream, r.a.Sandbox.Connector.Key
+	}
+	return rr
+}
+
+// agentProc is the agent CLI's process in the sandbox, its stdout piped.
+type agentProc struct {
+	stdout *io.PipeReader
+	// stdin is the pipe to a pre-started CLI's stdin (nil otherwise).
+	stdin  *io.PipeWriter
+	stderr *tailBuffer
+	done   chan execOutcome
+	cancel context.CancelFunc
+}
+
+// startProc starts inv in the sandbox on a context of its own, derived
+// from ctx (a pre-started CLI outlives the request that started it).
+func (r *run) startProc(ctx context.Context, inv executor.Invocation, stdin io.Reader, timeout time.Duration) *agentProc {
 	pr, pw := io.Pipe()
-	stderr := &tailBuffer{max: maxStderr}
-	var stdout io.Reader = pr
-	if d := r.a.Sandbox.StallTimeout; d > 0 {
-		var wd *jsonl.Watchdog
-		ctx, wd = jsonl.WithWatchdog(ctx, d)
-		defer wd.Stop()
-		stdout = wd.Reader(pr)
-	}
-	execCtx, cancelExec := context.WithCancel(ctx)
-	defer cancelExec()
-	cmd := &executor.Cmd{Args: inv.Args, Env: inv.Env, Stdout: pw, Stderr: stderr, MaxOutput: r.a.Sandbox.MaxOutput}
-	if dl, ok := ctx.Deadline(); ok {
-		// The command's own bound, so that a backend default shorter than
-		// the sandbox timeout does not cut the run.
-		cmd.Timeout = time.Until(dl)
-	}
-	if len(inv.Stdin) > 0 {
-		cmd.Stdin = bytes.NewReader(inv.Stdin)
-	}
-	done := make(chan execOutcome, 1)
+	execCtx, cancel := context.WithCancel(ctx)
+	p := &agentProc{stdout: pr, stderr: &tailBuffer{max: maxStderr}, done: make(chan execOutcome, 1), cancel: cancel}
+	cmd := &executor.Cmd{Args: inv.Args, Env: inv.Env, Stdin: stdin, Stdout: pw, Stderr: p.stderr, MaxOutput: r.a.Sandbox.MaxOutput, Timeout: max(timeout, 0)}
+	sb := r.sb
 	go func() {
-		res, err := r.sb.Exec(execCtx, cmd)
+		res, err := sb.Exec(execCtx, cmd)
 		switch {
 		case err != nil:
 			pw.CloseWithError(err)
@@ -119,28 +132,46 @@ func (r *run) execParse(ctx context.Context, runner executor.Runner, inv executo
 		default:
 			_ = pw.Close()
 		}
-		done <- execOutcome{res, err}
+		p.done <- execOutcome{res, err}
 	}()
+	return p
+}
+
+// parseProc parses the process's stdout with the runner's parser. When
+// the parser stops early (bad stream, client gone) or ctx ends, the process
+// is canceled; after a good final result it gets ExitGrace to exit by
+// itself.
+func (r *run) parseProc(ctx context.Context, runner executor.Runner, p *agentProc) (executor.Completion, execOutcome, string, error) {
+	defer p.cancel()
+	var stdout io.Reader = p.stdout
+	if d := r.a.Sandbox.StallTimeout; d > 0 {
+		var wd *jsonl.Watchdog
+		ctx, wd = jsonl.WithWatchdog(ctx, d)
+		defer wd.Stop()
+		stdout = wd.Reader(p.stdout)
+	}
+	stop := context.AfterFunc(ctx, p.cancel)
+	defer stop()
 	comp, perr := runner.Parse(ctx, stdout, r.send)
 	if perr != nil && errors.Is(context.Cause(ctx), jsonl.ErrStalled) {
 		perr = fmt.Errorf("%w (%w)", perr, context.Cause(ctx))
 	}
 	if perr != nil {
-		cancelExec()
+		p.cancel()
 	}
-	_ = pr.CloseWithError(errParserDone)
+	_ = p.stdout.CloseWithError(errParserDone)
 	if perr == nil {
 		grace := time.NewTimer(r.o.opts.ExitGrace)
 		defer grace.Stop()
 		select {
-		case out := <-done:
-			return comp, out, stderr.String(), nil
+		case out := <-p.done:
+			return comp, out, p.stderr.String(), nil
 		case <-grace.C:
 			r.log.Warn("the agent did not exit after its result; killing it", "grace", r.o.opts.ExitGrace)
-			cancelExec()
+			p.cancel()
 		}
 	}
-	return comp, r.waitExec(done), stderr.String(), perr
+	return comp, r.waitExec(p.done), p.stderr.String(), perr
 }
 
 // waitExec waits for a canceled command, bounded by TeardownTimeout: a

@@ -43,7 +43,8 @@ type Sandbox struct {
 	Runner string
 	// Spec is the sandbox to create; the middleware fills in UserID, ChatID
 	// and AssistantID per request. Spec.Timeout also bounds the request
-	// from the lease to the Next hook.
+	// from the lease to the Next hook. Spec.IdleTTL > 0 is the session
+	// policy: the chat's container is kept between requests (see warm.go).
 	Spec executor.Spec
 	// Files are placed in the workspace before every run, by relative name.
 	// Each is restored over whatever the agent left in its way (a link, a
@@ -59,7 +60,8 @@ type Sandbox struct {
 	// only (claude: --setting-sources=user).
 	HomeFiles map[string][]byte
 	// Home is the agent's HOME inside the container ("/home/agent" when
-	// empty): per run, since the container is per run.
+	// empty): per run, since the container is per run, or rebuilt after
+	// each run when the session policy keeps the container.
 	Home string
 	// StallTimeout stops the agent when its stdout stays silent this long
 	// (the runner's stall watchdog: a model that stopped answering); 0

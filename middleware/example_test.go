@@ -61,9 +61,10 @@ func ExampleNew() {
 		}
 		fmt.Printf("%s: %q (%d tokens in)\n", id, resp.Content, resp.Usage.InputTokens)
 	}
+	// The sandbox is removed after the response ("closed" reaches only a
+	// client still listening, such as a canceled one).
 	// Output:
 	// sandbox: ready
-	// sandbox: closed
 	// coder: "Done: hello.txt written." (12 tokens in)
 	// qa: "plain answer from qa" (0 tokens in)
 }

@@ -200,9 +200,16 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.o.Close() })
 	e.next = middleware.UnknownAssistant
-	e.h = e.o.Wrap(middleware.HandlerFunc(func(ctx context.Context, req *middleware.Request, emit middleware.Emit) (*middleware.Response, error) {
+	h := e.o.Wrap(middleware.HandlerFunc(func(ctx context.Context, req *middleware.Request, emit middleware.Emit) (*middleware.Response, error) {
 		return e.next.Handle(ctx, req, emit)
 	}))
+	// The sandbox is torn down after the response: the tests look at it
+	// once that is done.
+	e.h = middleware.HandlerFunc(func(ctx context.Context, req *middleware.Request, emit middleware.Emit) (*middleware.Response, error) {
+		resp, err := h.Handle(ctx, req, emit)
+		require.NoError(t, e.o.Settle(context.Background()))
+		return resp, err
+	})
 	return e
 }
 

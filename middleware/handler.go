@@ -84,7 +84,9 @@ type Timings struct {
 	// Agent is the agent CLI's run, from its invocation to its last line.
 	Agent    time.Duration
 	NextHook time.Duration
-	// Teardown is the container's removal and the lease's release.
+	// Teardown is the container's removal (or, with the session policy,
+	// its reset and keeping). It runs after the response is returned, so
+	// a Response carries 0; the request's log line and metrics have it.
 	Teardown time.Duration
 	// Total is the whole request, from the middleware's entry to its return.
 	Total time.Duration

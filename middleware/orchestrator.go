@@ -93,6 +93,9 @@ type Orchestrator struct {
 	leases  *executor.Leases
 	adm     *admission // nil: admission control is off
 	tel     *telemetry
+	pool    *warmPool // kept session containers
+	// bg counts the runs' work after their responses (teardowns).
+	bg *bgWork
 
 	// cleanups undo what provisioning did, in reverse order.
 	cleanups []func() error
@@ -118,6 +121,8 @@ var (
 // earlier steps opened is closed again before New returns the error.
 func New(ctx context.Context, opts Options) (*Orchestrator, error) {
 	o := &Orchestrator{opts: opts, leases: executor.NewLeases(), runs: make(map[uint64]context.CancelCauseFunc)}
+	o.pool = newWarmPool(o)
+	o.bg = newBgWork()
 	if err := o.configure(); err != nil {
 		return nil, err
 	}
@@ -164,6 +169,7 @@ func (o *Orchestrator) configure() error {
 	}
 	if !o.opts.Admission.Off {
 		o.adm = newAdmission(o.opts.Admission)
+		o.adm.reclaim = o.pool.reclaim
 	}
 	tel, err := newTelemetry(o)
 	if err != nil {
@@ -259,8 +265,9 @@ func (o *Orchestrator) cleanup() error {
 
 // Close stops taking requests, lets runs in flight finish for up to
 // DrainTimeout, then cancels the rest (they tear their sandboxes down) and
-// waits for their teardown, bounded by TeardownTimeout; last it closes the
-// model router and the executor. It is safe to call more than once.
+// waits for their teardown, bounded by TeardownTimeout; then it removes
+// the kept session containers; last it closes the model router and the
+// executor. It is safe to call more than once.
 func (o *Orchestrator) Close() error {
 	o.closeOnce.Do(func() {
 		o.mu.Lock()
@@ -279,6 +286,11 @@ func (o *Orchestrator) Close() error {
 				errs = append(errs, fmt.Errorf("middleware: runs still tearing down after %v; their containers are left to the executor's reconciler", o.opts.TeardownTimeout))
 			}
 		}
+		// Teardowns run after the responses; kept containers go last.
+		if !o.bg.wait(o.opts.TeardownTimeout) {
+			errs = append(errs, fmt.Errorf("middleware: sandboxes still tearing down after %v; they are left to the executor's reconciler", o.opts.TeardownTimeout))
+		}
+		o.pool.close()
 		errs = append(errs, o.cleanup())
 		o.closeErr = errors.Join(errs...)
 	})
@@ -358,3 +370,68 @@ var _ Middleware = (*Orchestrator)(nil).Wrap
 // adapters that route only sandboxed requests to agentbox (see
 // middleware/openai.Middleware).
 func (o *Orchestrator) Handler() Handler { return o.Wrap(UnknownAssistant) }
+
+// Settle waits until the sandboxes of the requests answered so far are
+// torn down or kept: the middleware removes a sandbox after it returned
+// the response, off the request's path, and holds the chat's lease and the
+// run slot until then. Tests and tools that inspect containers after a
+// request call it; gateways need not.
+func (o *Orchestrator) Settle(ctx context.Context) error {
+	select {
+	case <-o.bg.idle():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("middleware: sandboxes still tearing down: %w", ctx.Err())
+	}
+}
+
+// bgWork counts work that runs after the responses. Unlike a WaitGroup it
+// may gain work while someone waits for it to end.
+type bgWork struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed while n is 0
+}
+
+func newBgWork() *bgWork {
+	z := make(chan struct{})
+	close(z)
+	return &bgWork{zero: z}
+}
+
+func (b *bgWork) add() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n == 0 {
+		b.zero = make(chan struct{})
+	}
+	b.n++
+}
+
+func (b *bgWork) done() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n--; b.n == 0 {
+		close(b.zero)
+	}
+}
+
+// idle is closed once no work is under way (at the time of the call).
+func (b *bgWork) idle() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.zero
+}
+
+// wait waits up to d for no work to be under way and reports whether it
+// came to that.
+func (b *bgWork) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-b.idle():
+		return true
+	case <-t.C:
+		return false
+	}
+}

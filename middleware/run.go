@@ -25,8 +25,10 @@ const (
 	SandboxQueued = "queued"
 	// SandboxReady: the container is up (after the lease and Create).
 	SandboxReady = "ready"
-	// SandboxClosed: the container is removed (emitted only while the
-	// client still listens).
+	// SandboxClosed: the container is removed. The removal runs after
+	// the response (off the request's path), when the stream has ended, so
+	// the middleware no longer sends it; it stays for Emit implementations
+	// and clients that know the name.
 	SandboxClosed = "closed"
 )
 
@@ -43,16 +45,31 @@ type run struct {
 	hc    *hooks.Context
 	// session is the chat's CLI session, kept after a good run.
 	session *chatSession
+	// warm is the chat's kept container the run continues in (session
+	// policy), or nil; lifeEnd is when the sandbox's container ends.
+	warm    *warmEntry
+	lifeEnd time.Time
+	// messages are the agent's messages (after the Create hook) and
+	// answer the answer the client got, for the next turn's CLI.
+	messages []executor.Message
+	answer   string
 	// phase is the last phase the request entered, for its outcome line.
 	phase string
-	tr    runTrace
+	// arrived is when the request reached the middleware.
+	arrived time.Time
+	tr      runTrace
 	// egress is the run's egress proxy (nil without sandbox.egress).
 	egress io.Closer
+	// budgetStop is the budget that stopped the model route's traffic,
+	// kept when the route closes (modelproxy.BudgetCalls and the rest).
+	budgetStop string
 
 	emitMu   sync.Mutex
 	emit     Emit
 	emitErr  error
 	streamed strings.Builder
+	// detached: the response is sent; events go nowhere.
+	detached bool
 }
 
 // emitError marks an error returned by the caller's Emit.
@@ -67,6 +84,9 @@ func (e *emitError) Unwrap() error { return e.err }
 func (r *run) send(ev executor.Event) error {
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
+	if r.detached {
+		return nil
+	}
 	if r.emitErr != nil {
 		return r.emitErr
 	}
@@ -105,18 +125,41 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	if emit == nil {
 		emit = func(executor.Event) error { return nil }
 	}
-	r := &run{o: o, a: a, req: req, emit: emit, log: o.log.With("assistant", a.ID, "user", req.UserID, "chat", req.ChatID)}
+	r := &run{o: o, a: a, req: req, emit: emit, arrived: start, log: o.log.With("assistant", a.ID, "user", req.UserID, "chat", req.ChatID)}
 	if id := RequestID(ctx); id != "" {
 		r.log = r.log.With("request", id)
 	}
 	ctx = r.startTrace(ctx)
+	// tail runs after the response is sent: the sandbox's teardown (or
+	// its keeping, session policy), then the run slot, then the chat's
+	// lease, so that the chat's next request waits until the container is
+	// gone (or kept) and a crash in between leaves it to the takeover.
+	var tail func()
 	defer func() {
 		r.t.Total = time.Since(start)
 		if resp != nil {
 			resp.Timings = r.t
 		}
-		r.logDone(err)
-		r.record(resp, err)
+		r.emitMu.Lock()
+		r.detached = true
+		r.emitMu.Unlock()
+		outcome := err
+		wrapUp := func() {
+			if tail != nil {
+				tail()
+			}
+			r.logDone(outcome)
+			r.record(resp, outcome)
+		}
+		if tail == nil {
+			wrapUp()
+			return
+		}
+		o.bg.add()
+		go func() {
+			defer o.bg.done()
+			wrapUp()
+		}()
 	}()
 
 	// The queue's deadline counts from arrival: the lease wait is part of
@@ -130,19 +173,23 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	tail = release
+	r.takeWarm()
 	r.enter("queue")
 	free, err := r.admit(ctx, deadline)
 	if err != nil {
+		r.giveBackWarm()
 		return nil, err
 	}
-	defer free() // after the teardown below: the slot covers the container
-	r.enter("container_start")
-	err = r.start(ctx)
-	if r.sb != nil {
-		defer r.teardown(ctx)
+	tail = func() {
+		if r.sb != nil {
+			r.windUp(ctx, err)
+		}
+		free() // after the teardown: the slot covers the container
+		release()
 	}
-	if err != nil {
+	r.enter("container_start")
+	if err := r.start(ctx); err != nil {
 		return nil, err
 	}
 	r.enter("workspace")
@@ -157,6 +204,15 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	r.enter("agent")
 	comp, runErr := r.agent(ctx, runner, messages)
 	return r.finish(ctx, comp, runErr)
+}
+
+// windUp keeps the sandbox for the chat's next turn when the session
+// policy allows, and removes it otherwise.
+func (r *run) windUp(ctx context.Context, err error) {
+	if r.keepable(err) && r.keep(ctx) {
+		return
+	}
+	r.teardown(ctx)
 }
 
 // checkRequest rejects what no sandboxed run can answer.
@@ -227,7 +283,7 @@ func (r *run) lease(ctx context.Context, deadline time.Time) (func(), error) {
 	if r.o.adm != nil {
 		wait = min(wait, time.Until(deadline))
 	}
-	release, err := r.o.leases.Acquire(ctx, r.req.UserID+"/"+r.req.ChatID, wait)
+	release, err := r.o.leases.Acquire(ctx, chatID{r.req.UserID, r.req.ChatID}.key(), wait)
 	r.t.Lease = time.Since(t0)
 	switch {
 	case errors.Is(err, executor.ErrBusy):
@@ -273,11 +329,17 @@ func (r *run) create(ctx context.Context, spec executor.Spec) (executor.Sandbox,
 	return r.o.exec.Create(ctx, spec)
 }
 
-// start creates the sandbox and opens the model route.
+// start creates the sandbox, or takes the chat's kept one, and opens the
+// model route.
 func (r *run) start(ctx context.Context) error {
-	spec := r.a.Sandbox.Spec
-	spec.UserID, spec.ChatID, spec.AssistantID = r.req.UserID, r.req.ChatID, r.a.ID
 	t0 := time.Now()
+	if r.warm != nil && r.startWarm(ctx) {
+		r.t.ContainerStart = time.Since(t0)
+		r.log.Debug("continuing in the chat's kept container", "id", r.sb.ID(), "pre_started", r.warm.pre != nil, "took", r.t.ContainerStart)
+		return r.open(ctx)
+	}
+	spec := sessionSpec(r.a.Sandbox.Spec)
+	spec.UserID, spec.ChatID, spec.AssistantID = r.req.UserID, r.req.ChatID, r.a.ID
 	sb, err := r.create(ctx, spec)
 	r.t.ContainerStart = time.Since(t0)
 	if err != nil {
@@ -294,18 +356,37 @@ func (r *run) start(ctx context.Context) error {
 		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox could not start; the gateway's log has the details"))
 	}
 	r.sb = sb
+	r.lifeEnd = t0.Add(spec.Timeout)
+	if d, ok := sb.(deadliner); ok {
+		r.lifeEnd = d.Deadline()
+	}
 	r.o.tel.live.Add(1)
 	r.log.Debug("sandbox ready", "id", sb.ID(), "took", r.t.ContainerStart)
+	return r.open(ctx)
+}
+
+// open opens the run's model route and tools in its sandbox.
+func (r *run) open(ctx context.Context) error {
+	sb := r.sb
 	if r.o.models != nil && !r.a.Sandbox.DirectModel {
-		route, err := r.o.models.Open(withIdentity(ctx, r.req.UserID, r.req.ChatID), sb, r.a)
+		ictx := withIdentity(ctx, r.req.UserID, r.req.ChatID)
+		var route ModelRoute
+		var err error
+		if r.warm != nil {
+			route, err = r.openWarmRoute(ictx)
+		} else {
+			route, err = r.o.models.Open(ictx, sb, r.a)
+		}
 		if err != nil {
 			return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's model route could not open; the gateway's log has the details"))
 		}
 		r.route = route
 	}
-	if r.egress, err = r.openEgress(ctx, sb); err != nil {
+	egress, err := r.openEgress(ctx, sb)
+	if err != nil {
 		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's egress proxy could not open; the gateway's log has the details"))
 	}
+	r.egress = egress
 	if err := r.openTools(sb); err != nil {
 		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's tools could not open; the gateway's log has the details"))
 	}
@@ -357,26 +438,40 @@ func (r *run) teardown(ctx context.Context) {
 	defer r.o.tel.live.Add(-1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.opts.TeardownTimeout)
 	defer cancel()
-	if r.tools != nil {
-		if err := r.tools.Close(); err != nil {
-			r.log.Warn("closing the tools session failed", "error", err)
-		}
-	}
-	if r.egress != nil {
-		if err := r.egress.Close(); err != nil {
-			r.log.Warn("closing the egress proxy failed", "error", err)
-		}
-	}
-	if r.route != nil {
-		if err := r.route.Close(); err != nil {
-			r.log.Warn("closing the model route failed", "error", err)
-		}
+	r.closeRoutes()
+	if r.warm != nil {
+		r.warm.pre.discard(r.o.opts.TeardownTimeout)
 	}
 	if err := r.sb.Close(ctx); err != nil {
 		r.log.Error("removing the sandbox failed; the executor's reconciler removes it later", "id", r.sb.ID(), "error", err)
 	}
 	r.t.Teardown = time.Since(t0)
 	_ = r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxClosed})
+}
+
+// closeRoutes closes the run's tools session and model route.
+func (r *run) closeRoutes() {
+	if r.tools != nil {
+		if err := r.tools.Close(); err != nil {
+			r.log.Warn("closing the tools session failed", "error", err)
+		}
+		r.tools = nil
+	}
+	if r.egress != nil {
+		if err := r.egress.Close(); err != nil {
+			r.log.Warn("closing the egress proxy failed", "error", err)
+		}
+		r.egress = nil
+	}
+	if r.route != nil {
+		if bs, ok := r.route.(budgetStopper); ok {
+			r.budgetStop = bs.BudgetStop()
+		}
+		if err := r.route.Close(); err != nil {
+			r.log.Warn("closing the model route failed", "error", err)
+		}
+		r.route = nil
+	}
 }
 
 // workspace places the assistant's files in the workspace and its home
@@ -386,6 +481,10 @@ func (r *run) workspace(ctx context.Context) error {
 	defer func() { r.t.Workspace = time.Since(t0) }()
 	if err := r.writeFiles(ctx, r.a.Sandbox.Files, "the assistant's file"); err != nil {
 		return err
+	}
+	if r.warm != nil {
+		// A kept container's HOME was rebuilt when it was kept.
+		return nil
 	}
 	if err := executor.PlaceHomeFiles(ctx, r.sb, r.home(), r.a.Sandbox.HomeFiles); err != nil {
 		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the assistant's skills could not be placed in the sandbox's HOME; the gateway's log has the details"))
@@ -481,6 +580,7 @@ func (r *run) finish(ctx context.Context, comp *executor.Completion, runErr erro
 	r.emitMu.Lock()
 	resp.Replaced = resp.Content != r.streamed.String()
 	r.emitMu.Unlock()
+	r.answer = resp.Content
 	r.saveSession(ctx, r.session, resp.Content)
 	return resp, nil
 }

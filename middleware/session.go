@@ -264,7 +264,9 @@ func (r *run) openSession(ctx context.Context, runner executor.Runner, rr *execu
 	}
 	if rec != nil && rec.continues(r.req.Messages) {
 		rr.SessionID, rr.Resume = rec.SessionID, true
-		if cs.file, err = sr.TranscriptFile(*rr); err == nil {
+		cs.file, err = sr.TranscriptFile(*rr)
+		// A kept container's HOME holds the stored transcript already.
+		if err == nil && (r.warm == nil || r.warm.homeSession != rec.SessionID) {
 			err = executor.PlaceHomeFiles(ctx, r.sb, rr.Home, map[string][]byte{cs.file: transcript})
 		}
 		if err == nil {

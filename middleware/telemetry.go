@@ -170,11 +170,13 @@ func (r *run) record(resp *Response, err error) {
 			}
 		}
 	}
-	if bs, ok := r.route.(budgetStopper); ok {
-		if b := bs.BudgetStop(); b != "" {
-			r.o.tel.budgets.Add(ctx, 1, metric.WithAttributes(base, attribute.String("agentbox.budget", b)))
-			r.tr.req.SetAttributes(attribute.String("agentbox.budget_stop", b))
-		}
+	b := r.budgetStop
+	if bs, ok := r.route.(budgetStopper); ok { // the route is still open
+		b = bs.BudgetStop()
+	}
+	if b != "" {
+		r.o.tel.budgets.Add(ctx, 1, metric.WithAttributes(base, attribute.String("agentbox.budget", b)))
+		r.tr.req.SetAttributes(attribute.String("agentbox.budget_stop", b))
 	}
 	r.emitMu.Lock()
 	for id, span := range r.tr.tools {

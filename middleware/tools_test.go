@@ -93,7 +93,7 @@ func (tr *toolsRun) handle(t *testing.T, allowed []string, noHostDir bool, agent
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = o.Close() })
-	return o.Wrap(middleware.UnknownAssistant).Handle(context.Background(), &middleware.Request{
+	resp, err := o.Wrap(middleware.UnknownAssistant).Handle(context.Background(), &middleware.Request{
 		AssistantID: "coder", UserID: "alice", ChatID: "c1", Messages: []executor.Message{{Role: "user", Content: "where is order 7?"}},
 	}, func(ev executor.Event) error {
 		tr.mu.Lock()
@@ -101,6 +101,9 @@ func (tr *toolsRun) handle(t *testing.T, allowed []string, noHostDir bool, agent
 		tr.mu.Unlock()
 		return nil
 	})
+	// The sandbox and its tools session close after the response.
+	require.NoError(t, o.Settle(context.Background()))
+	return resp, err
 }
 
 // abx runs the agent-facing CLI as the agent would, on the sandbox's
@@ -137,7 +140,7 @@ func TestToolsSessionLivesForTheRequest(t *testing.T) {
 			assert.Equal(t, "shipped", ev.ToolResult.Content)
 		}
 	}
-	assert.Equal(t, []executor.EventKind{executor.EventSandbox, executor.EventToolUse, executor.EventToolResult, executor.EventText, executor.EventSandbox}, kinds,
+	assert.Equal(t, []executor.EventKind{executor.EventSandbox, executor.EventToolUse, executor.EventToolResult, executor.EventText}, kinds,
 		"abx's call streams between the sandbox's start and the agent's text")
 
 	// The request ended: its token died and the socket is gone.

@@ -147,7 +147,7 @@ func newPlan(spec executor.Spec, o Options, now time.Time) (plan, error) {
 
 // labels are the io.agentbox.* labels of the container.
 func (p plan) labels(o Options, sandboxID string) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		LabelManagedBy:  ManagedByValue,
 		LabelInstance:   o.InstanceID,
 		LabelDataDir:    o.DataDir,
@@ -158,7 +158,12 @@ func (p plan) labels(o Options, sandboxID string) map[string]string {
 		LabelConfigHash: p.spec.ConfigHash,
 		LabelCreatedAt:  p.created.UTC().Format(time.RFC3339Nano),
 		LabelDeadline:   p.deadline.UTC().Format(time.RFC3339Nano),
+		LabelPolicy:     PolicyRequest,
 	}
+	if p.spec.IdleTTL > 0 {
+		l[LabelPolicy], l[LabelIdleTTL] = PolicySession, p.spec.IdleTTL.String()
+	}
+	return l
 }
 
 // mainCommand is the container's main process: it lives until the deadline

@@ -46,6 +46,11 @@ func (e *Executor) newRetention() *retention {
 		dropQuota: e.quota.drop,
 		tryLease: func(user, chat string) (func(), bool) {
 			release, err := e.leases.Acquire(context.Background(), user+"/"+chat, 0)
+			if err == nil && e.parkedOn(user, chat) {
+				// A parked session container still has the workspace.
+				release()
+				return nil, false
+			}
 			return release, err == nil
 		},
 	}

@@ -43,6 +43,9 @@ type Sandbox struct {
 	closeOnce sync.Once
 	closeErr  error
 	release   func() // lease, flock and last-use marker
+
+	relMu  sync.Mutex // guards release and parked
+	parked bool       // the chat is released, the container idles (Park)
 }
 
 var (
@@ -257,7 +260,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("release the workspace quota: %w", err))
 		}
 		s.e.forget(s)
-		s.release()
+		s.releaseChat()
 		s.closeErr = errors.Join(errs...)
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("close sandbox %s: %w", s.sandboxID, s.closeErr)

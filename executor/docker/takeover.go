@@ -54,6 +54,11 @@ func (e *Executor) takeOver(ctx context.Context, user, chat string, logger hclog
 	for _, c := range list {
 		inst, sbID := c.Labels[LabelInstance], c.Labels[LabelSandbox]
 		if e.holds(sbID) {
+			if e.closeParked(ctx, sbID) {
+				// Our own idle session container: the chat is ours now.
+				removed++
+				continue
+			}
 			// Cannot happen while we hold the chat's lease; never remove
 			// a live sandbox of ours.
 			return fmt.Errorf("sandbox %s of this gateway is still open on the chat: %w", sbID, executor.ErrBusy)

@@ -6,8 +6,6 @@ package modelroute
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -98,7 +96,10 @@ type Router struct {
 	bodies *modelproxy.BodyBudget
 }
 
-var _ middleware.ModelRouter = (*Router)(nil)
+var (
+	_ middleware.ModelRouter = (*Router)(nil)
+	_ middleware.TokenRouter = (*Router)(nil)
+)
 
 // New returns a Router.
 func New(o Options) *Router {
@@ -132,15 +133,20 @@ func (p *Router) budget(a *middleware.Assistant) modelproxy.Budget {
 	}
 }
 
-// modelRelay is what a sandbox with the helper's model relay offers
-// (executor/docker's Sandbox).
-type modelRelay interface {
-	ModelBaseURL() string
+// Open implements middleware.ModelRouter.
+func (p *Router) Open(ctx context.Context, sb executor.Sandbox, a *middleware.Assistant) (middleware.ModelRoute, error) {
+	tok, err := middleware.NewRouteToken()
+	if err != nil {
+		return nil, err
+	}
+	return p.OpenToken(ctx, sb, a, tok)
 }
 
-// Open implements ModelRouter.
-func (p *Router) Open(ctx context.Context, sb executor.Sandbox, a *middleware.Assistant) (middleware.ModelRoute, error) {
-	relay, _ := sb.(modelRelay)
+// OpenToken implements middleware.TokenRouter: a route that accepts tok,
+// chosen beforehand (a CLI started before its request, under the session
+// policy, already has it).
+func (p *Router) OpenToken(ctx context.Context, sb executor.Sandbox, a *middleware.Assistant, tok string) (middleware.ModelRoute, error) {
+	relay, _ := sb.(middleware.ModelRelay)
 	if relay == nil || relay.ModelBaseURL() == "" || sb.HostDir() == "" {
 		return nil, errors.New("modelroute: the sandbox has no model relay; run the executor with the helper (executor/docker Options.HelperBinary or UseImageHelper)")
 	}
@@ -149,10 +155,6 @@ func (p *Router) Open(ctx context.Context, sb executor.Sandbox, a *middleware.As
 		return nil, err
 	}
 	budget := p.budget(a)
-	tok, err := newToken()
-	if err != nil {
-		return nil, err
-	}
 	// A refusal's warn line names who was refused.
 	user, chat := middleware.IdentityFrom(ctx)
 	log := p.log.With("assistant", a.ID, "user", user, "chat", chat, "sandbox", sb.ID(), "request", middleware.RequestID(ctx))
@@ -235,15 +237,6 @@ func traced(ctx context.Context, c *http.Client, attrs ...attribute.KeyValue) *h
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// newToken returns a per-request key for the container.
-func newToken() (string, error) {
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("modelroute: per-request token: %w", err)
-	}
-	return "abx-" + hex.EncodeToString(b[:]), nil
-}
 
 // proxyRoute is one run's model proxy.
 type proxyRoute struct {

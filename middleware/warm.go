@@ -1,0 +1,572 @@
+package middleware
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// The session policy (an assistant's sandbox.policy "session", which sets
+// Spec.IdleTTL): after a good turn the chat's container is kept, idle,
+// instead of removed, and the next turn of the same chat and assistant
+// with the same effective options (warmKey) runs in it. Right after the
+// turn, off the request's path, the container is made as a fresh one
+// would be (processes the agent left are killed, HOME is rebuilt from the
+// assistant's home files and the stored session transcript), and the next
+// turn's CLI is started with --resume and the same flags, waiting on
+// stdin: the next request only writes its message (preCLI). The kept
+// container is idle, not paused: a paused container's helper would not
+// answer, and unpausing is a daemon call on the warm turn's path. Idle is
+// not 0 CPU: the CLI's start costs about 2 s of CPU right after the turn,
+// then the waiting CLI's timers take about 3.5% of a core (cgroup
+// cpu.stat over 20 s on a 2-core machine at load 23; TestE2ESessionIdleCPU).
+//
+// The chat's leases (ours and the executor's) are held per request, as
+// for the request policy: a kept container holds none (executor/docker's
+// Sandbox.Park). After IdleTTL without a request it is removed (the
+// workspace and the session stay); Close removes every kept container;
+// a gateway killed with kept containers leaves them to the executor's
+// takeover and reconciler, which remove a dead owner's containers. A kept
+// container counts toward the admission's memory bound, not toward its
+// run slots; when memory is short, idle containers are removed, oldest
+// first.
+
+// parker is what a sandbox offers for the session policy
+// (executor/docker's Sandbox).
+type parker interface {
+	// Park releases the chat and keeps the container, idle.
+	Park() error
+	// Unpark takes the chat again and checks the container still runs.
+	Unpark(ctx context.Context, wait time.Duration) error
+}
+
+// deadliner is a sandbox that says when its container ends by itself.
+type deadliner interface{ Deadline() time.Time }
+
+// chatID is a user's chat, the key of its lease and of its kept container.
+type chatID struct{ user, chat string }
+
+// key is the chat's lease key (as the executors key it).
+func (c chatID) key() string { return c.user + "/" + c.chat }
+
+// TokenRouter is a ModelRouter that opens a route for a token chosen
+// beforehand (modelroute's Router): a CLI started before its request
+// (session policy) has it in its environment.
+type TokenRouter interface {
+	OpenToken(ctx context.Context, sb executor.Sandbox, a *Assistant, tok string) (ModelRoute, error)
+}
+
+// ModelRelay is what a sandbox with the helper's model relay offers
+// (executor/docker's Sandbox): where the agent reaches the model.
+type ModelRelay interface {
+	ModelBaseURL() string
+}
+
+// NewRouteToken returns a fresh per-request key for a sandbox's model
+// route.
+func NewRouteToken() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("middleware: per-request token: %w", err)
+	}
+	return "abx-" + hex.EncodeToString(b[:]), nil
+}
+
+// SessionLife is the least life of a session container (its Spec.Timeout
+// is raised to it, or to the assistant's timeout plus idle_ttl when that
+// is longer): past it the container ends by itself even without a
+// gateway. A turn reuses a kept container only when a whole sandbox
+// timeout still fits in its life; otherwise it starts a new one.
+const SessionLife = 2 * time.Hour
+
+// warmReclaimWait is how soon an expiry retries while a request holds
+// the chat.
+const warmReclaimWait = time.Second
+
+// warmKey hashes what a kept container was made for: the sandbox spec,
+// the runner's template (system prompt, model, arguments, tools, MCP
+// configuration), the files and HOME. A kept container is reused only for
+// an equal key; any change of the assistant's options makes a new one.
+func warmKey(a *Assistant) string {
+	sb := a.Sandbox
+	spec := sb.Spec
+	spec.UserID, spec.ChatID, spec.AssistantID = "", "", ""
+	run := sb.Run
+	run.Messages = nil
+	key := struct {
+		ID, Runner, Home, Upstream string
+		KeyHash                    [32]byte
+		Spec                       executor.Spec
+		Run                        executor.RunRequest
+		Files, HomeFiles           map[string][]byte
+		Direct                     bool
+		Stall                      time.Duration
+		MaxOutput                  int64
+	}{a.ID, sb.Runner, sb.Home, sb.Connector.Upstream, sha256.Sum256([]byte(sb.Connector.Key)), spec, run, sb.Files, sb.HomeFiles,
+		sb.DirectModel, sb.StallTimeout, sb.MaxOutput}
+	b, err := json.Marshal(key)
+	if err != nil {
+		// Arguments that do not marshal: never reuse.
+		return "unhashable:" + newSessionID()
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// warmEntry is a kept container, parked, and what was started in it.
+type warmEntry struct {
+	chat      chatID
+	assistant string
+	key       string
+	sb        executor.Sandbox
+	lifeEnd   time.Time
+	memory    int64
+	// homeSession is the session whose transcript HOME holds.
+	homeSession string
+	pre         *preCLI
+	keptAt      time.Time
+	timer       *time.Timer
+}
+
+// warmPool holds the kept containers, one per chat.
+type warmPool struct {
+	o       *Orchestrator
+	mu      sync.Mutex
+	entries map[chatID]*warmEntry
+	closed  bool
+	wg      sync.WaitGroup // removals under way
+}
+
+func newWarmPool(o *Orchestrator) *warmPool {
+	return &warmPool{o: o, entries: make(map[chatID]*warmEntry)}
+}
+
+// take removes the chat's kept container from the pool and returns it,
+// or nil. The caller holds the chat's lease.
+func (p *warmPool) take(chat chatID) *warmEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[chat]
+	if e == nil {
+		return nil
+	}
+	p.drop(e)
+	return e
+}
+
+// drop removes e from the pool. Held: mu.
+func (p *warmPool) drop(e *warmEntry) {
+	delete(p.entries, e.chat)
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	if q := p.o.adm; q != nil {
+		q.idle(-e.memory)
+	}
+}
+
+// put keeps e until ttl passes without a request; false when the pool is
+// closed (the caller removes the container).
+func (p *warmPool) put(e *warmEntry, ttl time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.entries[e.chat] != nil {
+		return false
+	}
+	p.entries[e.chat] = e
+	e.keptAt = time.Now()
+	e.timer = time.AfterFunc(ttl, func() { p.expire(e) })
+	if q := p.o.adm; q != nil {
+		q.idle(e.memory)
+	}
+	return true
+}
+
+// expire removes e after its idle time to live, under the chat's lease so
+// that no request of the chat starts on it meanwhile.
+func (p *warmPool) expire(e *warmEntry) {
+	release, err := p.o.leases.Acquire(context.Background(), e.chat.key(), 0)
+	ok := err == nil
+	p.mu.Lock()
+	if p.entries[e.chat] != e {
+		p.mu.Unlock()
+		if ok {
+			release()
+		}
+		return
+	}
+	if !ok {
+		// A request holds the chat: it takes e, or e expires a little
+		// later.
+		e.timer.Reset(warmReclaimWait)
+		p.mu.Unlock()
+		return
+	}
+	p.drop(e)
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+	defer release()
+	p.o.removeWarm(e, "idle_ttl passed")
+}
+
+// reclaim removes the oldest kept container to make room in memory for a
+// run; it reports whether it found one.
+func (p *warmPool) reclaim() bool {
+	p.mu.Lock()
+	var oldest *warmEntry
+	for _, e := range p.entries {
+		if oldest == nil || e.keptAt.Before(oldest.keptAt) {
+			oldest = e
+		}
+	}
+	p.mu.Unlock()
+	if oldest == nil {
+		return false
+	}
+	release, err := p.o.leases.Acquire(context.Background(), oldest.chat.key(), 0)
+	ok := err == nil
+	if !ok {
+		return false
+	}
+	p.mu.Lock()
+	if p.entries[oldest.chat] != oldest {
+		p.mu.Unlock()
+		release()
+		return false
+	}
+	p.drop(oldest)
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		defer release()
+		p.o.removeWarm(oldest, "the admission needs its memory for a run")
+	}()
+	return true
+}
+
+// close removes every kept container and refuses new ones.
+func (p *warmPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	list := slices.Collect(maps.Values(p.entries))
+	for _, e := range list {
+		p.drop(e)
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range list {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.o.removeWarm(e, "the gateway shuts down")
+		}()
+	}
+	wg.Wait()
+	p.wg.Wait()
+}
+
+// removeWarm removes a kept container: its pre-started CLI, then the
+// container (the workspace and the session stay).
+func (o *Orchestrator) removeWarm(e *warmEntry, why string) {
+	t0 := time.Now()
+	e.pre.discard(o.opts.TeardownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), o.opts.TeardownTimeout)
+	defer cancel()
+	err := e.sb.Close(ctx)
+	o.tel.live.Add(-1)
+	log := o.log.With("user", e.chat.user, "chat", e.chat.chat, "assistant", e.assistant, "id", e.sb.ID(), "reason", why)
+	if err != nil {
+		log.Error("removing a kept session container failed; the executor's reconciler removes it later", "error", err)
+		return
+	}
+	log.Debug("kept session container removed", "took", time.Since(t0))
+}
+
+// preCLI is the next turn's CLI, started right after a turn and waiting
+// on stdin for its message.
+type preCLI struct {
+	// inv is what it was started with (no stdin): used only for a request
+	// whose own invocation is the same.
+	inv     executor.Invocation
+	token   string
+	session string
+	proc    *agentProc
+}
+
+// discard stops the CLI and waits for it up to wait. It is safe on nil.
+func (p *preCLI) discard(wait time.Duration) {
+	if p == nil {
+		return
+	}
+	p.proc.cancel()
+	_ = p.proc.stdin.Close()
+	_ = p.proc.stdout.CloseWithError(errParserDone)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-p.proc.done:
+	case <-t.C:
+	}
+}
+
+// exited reports whether the CLI ended while it waited.
+func (p *preCLI) exited() bool {
+	select {
+	case out := <-p.proc.done:
+		p.proc.done <- out
+		return true
+	default:
+		return false
+	}
+}
+
+// sameStart reports whether inv starts the CLI exactly as p was started.
+func (p *preCLI) sameStart(inv executor.Invocation) bool {
+	return slices.Equal(p.inv.Args, inv.Args) && slices.Equal(p.inv.Env, inv.Env) &&
+		maps.EqualFunc(p.inv.Files, inv.Files, bytes.Equal)
+}
+
+// takeWarm takes the chat's kept container when the request may run in
+// it; a kept container made for another assistant or other options is
+// removed first (a new container must not meet it on the workspace).
+func (r *run) takeWarm() {
+	e := r.o.pool.take(chatID{r.req.UserID, r.req.ChatID})
+	if e == nil {
+		return
+	}
+	switch {
+	case e.assistant != r.a.ID:
+		r.o.removeWarm(e, "the chat's next request is for another assistant")
+	case e.key != warmKey(r.a):
+		r.o.removeWarm(e, "the assistant's options changed")
+	case time.Until(e.lifeEnd) < r.a.Sandbox.Spec.Timeout:
+		r.o.removeWarm(e, "a whole sandbox timeout no longer fits in the container's life")
+	default:
+		r.warm = e
+		return
+	}
+	r.log.Debug("the chat's kept container was removed; starting a new one")
+}
+
+// giveBackWarm returns an unused kept container to the pool (the request
+// failed before it started).
+func (r *run) giveBackWarm() {
+	e := r.warm
+	if e == nil {
+		return
+	}
+	r.warm = nil
+	if !r.o.pool.put(e, r.a.Sandbox.Spec.IdleTTL) {
+		r.o.removeWarm(e, "the gateway shuts down")
+	}
+}
+
+// startWarm continues in the kept container: it takes the chat again
+// (executor lease) and reports false, having removed the container, when
+// that fails.
+func (r *run) startWarm(ctx context.Context) bool {
+	e := r.warm
+	pk, ok := e.sb.(parker)
+	if !ok {
+		r.warm = nil
+		r.o.removeWarm(e, "the sandbox cannot be kept")
+		return false
+	}
+	if err := pk.Unpark(ctx, r.a.Sandbox.Spec.LeaseWait); err != nil {
+		r.warm = nil
+		r.log.Info("the chat's kept container cannot continue; starting a new one", "id", e.sb.ID(), "error", err)
+		r.o.removeWarm(e, "it could not be taken again")
+		return false
+	}
+	r.sb, r.lifeEnd = e.sb, e.lifeEnd
+	if e.pre != nil && e.pre.exited() {
+		r.log.Debug("the pre-started CLI ended while it waited; the turn starts a new one")
+		e.pre.discard(r.o.opts.TeardownTimeout)
+		e.pre = nil
+	}
+	return true
+}
+
+// sessionSpec is the spec of a session container: its life is long enough
+// for several turns and the idle times between them.
+func sessionSpec(spec executor.Spec) executor.Spec {
+	if spec.IdleTTL > 0 {
+		spec.Timeout = max(SessionLife, spec.Timeout+spec.IdleTTL)
+	}
+	return spec
+}
+
+// keepable reports whether the run's container may be kept after the
+// outcome err.
+func (r *run) keepable(err error) bool {
+	if err != nil || r.sb == nil || r.a.Sandbox.Spec.IdleTTL <= 0 {
+		return false
+	}
+	_, ok := r.sb.(parker)
+	return ok && time.Until(r.lifeEnd) >= r.a.Sandbox.Spec.Timeout
+}
+
+// keep parks the run's container for the chat's next turn: it closes the
+// run's model route and tools, resets the container, pre-starts the next
+// turn's CLI and puts it in the pool. It reports false when the container
+// must be removed instead.
+func (r *run) keep(ctx context.Context) bool {
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.opts.TeardownTimeout)
+	defer cancel()
+	r.closeRoutes()
+	e := &warmEntry{chat: chatID{r.req.UserID, r.req.ChatID}, assistant: r.a.ID, key: warmKey(r.a), sb: r.sb, lifeEnd: r.lifeEnd,
+		memory: r.a.Sandbox.Spec.MemoryBytes}
+	if e.memory <= 0 {
+		e.memory = defaultRunMemory
+	}
+	if err := r.resetContainer(ctx, e); err != nil {
+		r.log.Warn("the container could not be reset for the next turn; removing it", "error", err)
+		return false
+	}
+	e.pre = r.preStart(e)
+	if err := r.sb.(parker).Park(); err != nil {
+		e.pre.discard(r.o.opts.TeardownTimeout)
+		r.log.Warn("the container could not be kept; removing it", "error", err)
+		return false
+	}
+	if !r.o.pool.put(e, r.a.Sandbox.Spec.IdleTTL) {
+		e.pre.discard(r.o.opts.TeardownTimeout)
+		return false
+	}
+	r.t.Teardown = time.Since(t0)
+	r.log.Debug("container kept for the chat's next turn", "id", r.sb.ID(), "pre_started", e.pre != nil, "idle_ttl", r.a.Sandbox.Spec.IdleTTL, "took", r.t.Teardown)
+	return true
+}
+
+// resetScript stops every process in the container but init, the main
+// process (the lowest other pid) and the script's own ancestry, then
+// empties HOME ($1): what the agent left behind must not reach the next
+// turn, as it could not with a new container.
+const resetScript = `home=$1
+ppid() { while read -r k v; do [ "$k" = PPid: ] && { echo "$v"; return; }; done < "/proc/$1/status"; echo 0; }
+keep=" 1 $$ "; p=$$
+while [ "$p" -gt 1 ]; do p=$(ppid "$p") || break; keep="$keep$p "; done
+main=0
+for d in /proc/[0-9]*; do n=${d#/proc/}; [ "$n" -gt 1 ] && { [ "$main" -eq 0 ] || [ "$n" -lt "$main" ]; } && main=$n; done
+keep="$keep$main "
+for d in /proc/[0-9]*; do n=${d#/proc/}; case "$keep" in *" $n "*) ;; *) kill -9 "$n" 2>/dev/null;; esac; done
+find "$home" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + || exit 4
+`
+
+// resetContainer stops what the agent left running and rebuilds HOME:
+// the assistant's home files and the chat's stored session transcript.
+func (r *run) resetContainer(ctx context.Context, e *warmEntry) error {
+	var stderr bytes.Buffer
+	res, err := r.sb.Exec(ctx, &executor.Cmd{Args: []string{"sh", "-c", resetScript, "sh", r.home()}, Stderr: &stderr, Timeout: r.o.opts.TeardownTimeout})
+	switch {
+	case err != nil:
+		return err
+	case res.ExitCode != 0:
+		return fmt.Errorf("the reset exited with code %d: %s", res.ExitCode, bytes.TrimSpace(stderr.Bytes()))
+	}
+	files := maps.Clone(r.a.Sandbox.HomeFiles)
+	if cs := r.session; cs != nil {
+		rec, transcript, err := (&sessionStore{dir: r.o.opts.SessionDir}).load(cs.dir)
+		if err == nil && rec != nil && rec.SessionID == cs.id {
+			if files == nil {
+				files = map[string][]byte{}
+			}
+			files[cs.file] = transcript
+			e.homeSession = cs.id
+		}
+	}
+	return executor.PlaceHomeFiles(ctx, r.sb, r.home(), files)
+}
+
+// preStart starts the next turn's CLI resuming the chat's session, or
+// returns nil when it cannot (no session kept, the gateway's tools in
+// use, a model router that cannot route a token chosen beforehand).
+func (r *run) preStart(e *warmEntry) *preCLI {
+	cs := r.session
+	runner := r.o.runners[r.a.Sandbox.Runner]
+	if cs == nil || e.homeSession != cs.id || runner == nil {
+		return nil
+	}
+	if r.o.opts.Tools != nil && slices.ContainsFunc(r.a.Sandbox.Run.AllowedTools, func(t string) bool { return strings.HasPrefix(t, "mcp__") }) {
+		// The tools session is per request; a CLI started before it
+		// would not reach it (any MCP tool may be the gateway's).
+		return nil
+	}
+	rr := r.runRequest()
+	var tok string
+	if !r.a.Sandbox.DirectModel && r.o.models != nil {
+		relay, ok := r.sb.(ModelRelay)
+		if _, canToken := r.o.models.(TokenRouter); !ok || !canToken {
+			return nil
+		}
+		var err error
+		if tok, err = NewRouteToken(); err != nil {
+			return nil
+		}
+		rr.ModelBaseURL, rr.APIKey = relay.ModelBaseURL(), tok
+	}
+	rr.Messages = append(slices.Clone(r.messages), executor.Message{Role: "assistant", Content: r.answer}, executor.Message{Role: "user", Content: "."})
+	rr.SessionID, rr.Resume = cs.id, true
+	inv, err := runner.Invocation(rr)
+	if err != nil {
+		return nil
+	}
+	inv.Stdin = nil
+	ctx := context.Background()
+	if err := r.writeFiles(ctx, inv.Files, "the runner's file"); err != nil {
+		return nil
+	}
+	pr, pw := io.Pipe()
+	proc := r.startProc(ctx, inv, pr, time.Until(e.lifeEnd))
+	proc.stdin = pw
+	return &preCLI{inv: inv, token: tok, session: cs.id, proc: proc}
+}
+
+// openWarmRoute opens the model route of a turn in a kept container: for
+// the pre-started CLI's token when there is one.
+func (r *run) openWarmRoute(ctx context.Context) (ModelRoute, error) {
+	if pre := r.warm.pre; pre != nil && pre.token != "" {
+		if tr, ok := r.o.models.(TokenRouter); ok {
+			return tr.OpenToken(ctx, r.sb, r.a, pre.token)
+		}
+	}
+	return r.o.models.Open(ctx, r.sb, r.a)
+}
+
+// usePre hands the request's message to the pre-started CLI when the
+// request starts it exactly as it was started; otherwise the pre-started
+// CLI is stopped and nil returned.
+func (r *run) usePre(inv executor.Invocation) *agentProc {
+	e := r.warm
+	if e == nil || e.pre == nil {
+		return nil
+	}
+	pre := e.pre
+	e.pre = nil
+	if !pre.sameStart(inv) {
+		r.log.Debug("the turn starts the CLI differently (its system prompt, tools, model or session changed); the pre-started CLI is replaced")
+		pre.discard(r.o.opts.TeardownTimeout)
+		return nil
+	}
+	r.log.Debug("the pre-started CLI takes the turn's message", "waited", time.Since(e.keptAt), "since_arrival", time.Since(r.arrived))
+	go func() {
+		_, err := pre.proc.stdin.Write(inv.Stdin)
+		pre.proc.stdin.CloseWithError(err)
+	}()
+	return pre.proc
+}
