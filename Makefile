@@ -9,7 +9,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 TEST_FLAGS ?= -race -count=1 -timeout 45m
 CLAUDE_BIN ?=
 
-.PHONY: all setup helper image test vet lint demo clean
+.PHONY: all setup helper image test vet lint demo clean k8s-up k8s-down
 
 all: vet test
 
@@ -49,3 +49,12 @@ demo: setup
 
 clean:
 	rm -rf bin
+
+## k8s-up: build (cached in /var/cache/agentbox-k8s) and start the offline single-node test cluster (root)
+k8s-up:
+	nice -n 15 internal/k8s/build.sh
+	internal/k8s/up.sh
+
+## k8s-down: tear the test cluster down and check the host is as before
+k8s-down:
+	internal/k8s/down.sh
