@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -245,4 +247,58 @@ func TestClusterBadImageFailsFast(t *testing.T) {
 	assert.ErrorIs(t, err, executor.ErrNotRunning)
 	assert.Contains(t, err.Error(), "ErrImageNeverPull")
 	t.Logf("failed after %v", time.Since(start))
+}
+
+func TestClusterPortForward(t *testing.T) {
+	e := clusterExecutor(t, Options{})
+	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u1", ChatID: "pf"})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, sb.Close(context.Background())) }()
+	ks := sb.(*Sandbox)
+	// An echo server on the pod's loopback (the pod has no other interface).
+	run(t, sb, "sh", "-c", "nc -ll -p 7001 -e cat </dev/null >/dev/null 2>&1 &")
+
+	var conn net.Conn
+	var first time.Duration
+	// The server may take a moment to listen.
+	for i := 0; ; i++ {
+		start := time.Now()
+		conn, err = ks.DialPort(t.Context(), 7001)
+		require.NoError(t, err)
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = conn.Write([]byte("hello\n"))
+		buf := make([]byte, 6)
+		if err == nil {
+			_, err = io.ReadFull(conn, buf)
+		}
+		if err == nil {
+			first = time.Since(start)
+			assert.Equal(t, "hello\n", string(buf))
+			break
+		}
+		_ = conn.Close()
+		require.Less(t, i, 50, "echo server never answered: %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	var d []time.Duration
+	buf := make([]byte, 5)
+	for range 50 {
+		start := time.Now()
+		_, err := conn.Write([]byte("ping\n"))
+		require.NoError(t, err)
+		_, err = io.ReadFull(conn, buf)
+		require.NoError(t, err)
+		d = append(d, time.Since(start))
+	}
+	slices.Sort(d)
+	t.Logf("port-forward: new connection + first echo %v; echo RTT on an open stream: median %v p90 %v", first, d[len(d)/2], d[len(d)*9/10])
+	require.NoError(t, conn.Close())
+
+	// Nothing listens: the connection ends and the kubelet says why.
+	c2, err := ks.DialPort(t.Context(), 7999)
+	require.NoError(t, err)
+	_ = c2.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = c2.Read(make([]byte, 1))
+	assert.Error(t, err)
+	_ = c2.Close()
 }

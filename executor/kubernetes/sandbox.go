@@ -15,6 +15,7 @@ type Sandbox struct {
 	name    string
 	plan    plan
 	release func()
+	pf      portForward
 
 	closeOnce sync.Once
 	closeErr  error
@@ -40,6 +41,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
+		s.closePF()
 		s.closeErr = s.e.deletePod(context.WithoutCancel(ctx), s.name)
 		s.e.forget(s.name)
 		if s.release != nil {
