@@ -63,7 +63,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: client: %w", err)
 	}
-	e := &Executor{o: o, cfg: cfg, cs: cs, logger: o.Logger.Named("kubernetes").With("instance", o.InstanceID), leases: newLeases(), open: map[string]*Sandbox{}}
+	e := newExecutor(o, cfg, cs)
 	cctx, cancel := context.WithTimeout(ctx, o.CallTimeout)
 	defer cancel()
 	if _, err := cs.CoreV1().Namespaces().Get(cctx, o.Namespace, metav1.GetOptions{}); err != nil {
@@ -78,6 +78,11 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		}
 	}
 	return e, nil
+}
+
+// newExecutor builds an Executor over cs (a fake clientset in unit tests).
+func newExecutor(o Options, cfg *rest.Config, cs kubernetes.Interface) *Executor {
+	return &Executor{o: o, cfg: cfg, cs: cs, logger: o.Logger.Named("kubernetes").With("instance", o.InstanceID), leases: newLeases(), open: map[string]*Sandbox{}}
 }
 
 // Create leases the chat, removes any pod left on it, makes the workspace
