@@ -95,7 +95,7 @@ if [[ -f $base ]]; then
 	if [[ -n $d ]]; then
 		k8s_log "the host differs from the baseline taken by up.sh:"
 		echo "$d" >&2
-		if grep -Eq "$D|kubepods|cni|netns|KUBE-|sysctls|/proc/sys|kubelet" <<<"$d"; then
+		if grep -Eq "$D|kubepods|cni|netns|KUBE-|CNI-|kubelet|^[<>] (vm|kernel|net)/|^[<>] /(var|run|etc)/" <<<"$d"; then
 			status=1
 		else
 			k8s_log "(none of it is the cluster's: no path, rule or sysctl it touches)"

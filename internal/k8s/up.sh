@@ -15,7 +15,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [[ -e $K8S_DIR/pids ]]; then
 	k8s_die "$K8S_DIR holds a cluster (or its remains); run internal/k8s/down.sh first"
 fi
-"$here/build.sh"
+# K8S_UP_ONLY=runtime starts only the cluster's containerd and imports the
+# images (a smoke test of the runtime half and of down.sh without the kube
+# binaries); anything else brings up the whole cluster.
+only=${K8S_UP_ONLY:-}
+if [[ $only == runtime ]]; then
+	mkdir -p "$K8S_BIN/cni" && install -m 0755 "$here/cni-none" "$K8S_BIN/cni/agentbox-none"
+	[[ -f $K8S_CACHE/pause.tar ]] || "$here/mkpause.sh" "$K8S_CACHE/pause.tar" "$K8S_PAUSE_IMAGE"
+else
+	"$here/build.sh"
+fi
 
 D=$K8S_DIR
 mkdir -p "$D"/{pids,logs,pki,baseline,etcd,kubelet,containerd,cni/net.d,cni/net.d-none,run}
@@ -123,6 +132,7 @@ waitfor() { # WHAT TIMEOUT_S CMD...
 }
 alive() { kill -0 "$(cat "$D/pids/$1")" 2>/dev/null; }
 
+if [[ $only != runtime ]]; then
 run etcd "$B/etcd" --name agentbox --data-dir "$D/etcd" \
 	--listen-client-urls "http://127.0.0.1:$K8S_ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$K8S_ETCD_PORT" \
 	--listen-peer-urls "http://127.0.0.1:$K8S_ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$K8S_ETCD_PEER_PORT" \
@@ -146,6 +156,7 @@ run kube-apiserver "$B/kube-apiserver" --bind-address 127.0.0.1 --secure-port "$
 	--profiling=false --v 1
 waitfor kube-apiserver 120 curl -fsS --cacert "$P/ca.crt" -H "Authorization: Bearer $admin_token" "$server/readyz"
 timing kube-apiserver
+fi
 
 # containerd: own config, socket, root, state, plugin dir and runc root.
 C=$D/containerd
@@ -208,6 +219,10 @@ for img in $K8S_IMAGES; do
 	docker save "$img" | ctrk images import - >/dev/null
 done
 timing "image import"
+if [[ $only == runtime ]]; then
+	k8s_log "containerd up with images imported (K8S_UP_ONLY=runtime); socket $D/run/containerd.sock"
+	exit 0
+fi
 
 # kubelet: root dir bound onto itself rshared, so the tmpfs volumes it mounts in
 # its private mount namespace reach containerd; host sysctls it would rewrite
@@ -272,7 +287,7 @@ run kube-controller-manager "$B/kube-controller-manager" --kubeconfig "$D/contro
 	--bind-address 127.0.0.1 --secure-port "$K8S_CM_PORT" --leader-elect=false --use-service-account-credentials \
 	--service-account-private-key-file "$P/sa.key" --root-ca-file "$P/ca.crt" \
 	--cluster-signing-cert-file "$P/ca.crt" --cluster-signing-key-file "$P/ca.key" \
-	--requestheader-client-ca-file "$P/fp-ca.crt" --controllers '*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle'
+	--requestheader-client-ca-file "$P/fp-ca.crt"
 kc apply -f - >/dev/null <<YAML
 apiVersion: node.k8s.io/v1
 kind: RuntimeClass
