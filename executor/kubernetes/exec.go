@@ -91,6 +91,11 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecRes
 	stderr := &capWriter{w: orDiscard(cmd.Stderr), left: maxOut, over: func() { cancel(tooLarge) }}
 
 	err := s.stream(runCtx, argv, cmd.Stdin, stdout, stderr)
+	if cause := context.Cause(runCtx); errors.Is(cause, executor.ErrOutputTooLarge) {
+		// The cap may trip on the last write of a command that then ended.
+		s.sweep(context.WithoutCancel(ctx), token)
+		return res, cause
+	}
 	if err == nil {
 		res.ExitCode = 0
 		return res, nil

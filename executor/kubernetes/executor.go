@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -174,8 +175,11 @@ func (e *Executor) waitRunning(ctx context.Context, name string) error {
 		if err != nil {
 			return e.waitError(ctx, name, err)
 		}
-		if len(list.Items) == 1 {
-			if done, err := podStarted(&list.Items[0]); done || err != nil {
+		for i := range list.Items {
+			if list.Items[i].Name != name {
+				continue
+			}
+			if done, err := podStarted(&list.Items[i]); done || err != nil {
 				return err
 			}
 		}
@@ -183,19 +187,43 @@ func (e *Executor) waitRunning(ctx context.Context, name string) error {
 		if err != nil {
 			return e.waitError(ctx, name, err)
 		}
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			if done, err := podStarted(pod); done || err != nil {
-				w.Stop()
-				return err
-			}
-		}
+		done, err := watchStarted(ctx, w, name)
 		w.Stop()
+		if done || err != nil {
+			return err
+		}
 		if ctx.Err() != nil {
 			return e.waitError(ctx, name, ctx.Err())
+		}
+	}
+}
+
+// watchStarted follows w until the pod started, failed or was deleted; it
+// returns done=false when the watch ended first (the caller lists again).
+// Objects of other names are skipped (a field selector the server, or a
+// fake, did not apply).
+func watchStarted(ctx context.Context, w watch.Interface, name string) (bool, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return false, nil
+			}
+			if ev.Type == watch.Error {
+				return false, nil
+			}
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || pod.Name != name {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				return true, fmt.Errorf("kubernetes executor: pod %s was deleted while starting: %w", name, executor.ErrSandboxGone)
+			}
+			if done, err := podStarted(pod); done || err != nil {
+				return true, err
+			}
 		}
 	}
 }
