@@ -17,6 +17,11 @@
 // or its context ends, the stream is closed (the runtime kills the process)
 // and a second exec kills every process that still has the token.
 //
+// Sandbox.DialPort reaches a loopback port inside the pod through the
+// portforward subresource (one multiplexed connection per sandbox, one
+// stream pair per DialPort), the base for reaching the helper and relaying
+// model traffic without a pod network.
+//
 // Workspaces: with Options.StorageClass set, each chat has a
 // PersistentVolumeClaim (ReadWriteOnce, Spec.DiskBytes) that Create makes
 // on first use and keeps; without it the workspace is an emptyDir that
@@ -24,10 +29,10 @@
 //
 // It is the only package of the module that imports client-go.
 //
-// Not yet: the workspace file API (FS methods) through the helper in the
-// pod, the model and MCP relays through port-forward, leases across
-// gateway replicas (Lease objects). FS methods fail with
-// errors.ErrUnsupported.
+// Not yet: Exec and the workspace file API (FS methods) through the helper
+// in the pod, the model and MCP relays, leases across gateway replicas
+// (Lease objects), a reconciler for pods of dead gateways. FS methods fail
+// with errors.ErrUnsupported.
 //
 // Concurrency: an Executor is safe for concurrent use; one chat runs one
 // request at a time within this process (Create waits Spec.LeaseWait, then
