@@ -13,7 +13,7 @@ include examples/images/VERSIONS
 # The sandbox image with the previous pin, for test-claude-previous.
 PREVIOUS_IMAGE ?= agentbox/sandbox-claude:$(CLAUDE_CODE_VERSION_PREVIOUS)
 
-.PHONY: all setup helper image image-previous test test-claude-previous vet lint demo clean
+.PHONY: all setup helper image image-previous test test-claude-previous vet lint demo clean k8s-up k8s-down
 
 all: vet test
 
@@ -66,3 +66,12 @@ demo: setup
 
 clean:
 	rm -rf bin
+
+## k8s-up: build (cached in /var/cache/agentbox-k8s) and start the offline single-node test cluster (root)
+k8s-up:
+	nice -n 15 internal/k8s/build.sh
+	internal/k8s/up.sh
+
+## k8s-down: tear the test cluster down and check the host is as before
+k8s-down:
+	internal/k8s/down.sh

@@ -1,0 +1,375 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// Executor creates sandboxes as pods. Create it with New; Close it once.
+type Executor struct {
+	o      Options
+	cfg    *rest.Config
+	cs     kubernetes.Interface
+	logger hclog.Logger
+	leases *leases
+
+	mu     sync.Mutex
+	open   map[string]*Sandbox // by pod name
+	closed bool
+	wg     sync.WaitGroup // creates under way
+}
+
+var _ executor.Executor = (*Executor)(nil)
+
+// New loads the kubeconfig (or the in-cluster configuration), checks that
+// the API server answers and that the namespace exists.
+func New(ctx context.Context, o Options) (*Executor, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	var cfg *rest.Config
+	if o.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: load the cluster configuration (Options.Kubeconfig %q; empty means in-cluster): %w", o.Kubeconfig, err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "agentbox"
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: client: %w", err)
+	}
+	e := newExecutor(o, cfg, cs)
+	cctx, cancel := context.WithTimeout(ctx, o.CallTimeout)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Get(cctx, o.Namespace, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("kubernetes executor: namespace %q does not exist; create it (kubectl create namespace %s) or set Options.Namespace: %w", o.Namespace, o.Namespace, executor.ErrInvalid)
+		}
+		if apierrors.IsForbidden(err) {
+			// A gateway confined to its namespace may not read namespaces.
+			e.logger.Debug("cannot read the namespace object; going on", "namespace", o.Namespace)
+		} else {
+			return nil, fmt.Errorf("kubernetes executor: the API server at %s does not answer: %w (%w)", cfg.Host, executor.ErrUnavailable, err)
+		}
+	}
+	return e, nil
+}
+
+// newExecutor builds an Executor over cs (a fake clientset in unit tests).
+func newExecutor(o Options, cfg *rest.Config, cs kubernetes.Interface) *Executor {
+	return &Executor{o: o, cfg: cfg, cs: cs, logger: o.Logger.Named("kubernetes").With("instance", o.InstanceID), leases: newLeases(), open: map[string]*Sandbox{}}
+}
+
+// Create leases the chat, removes any pod left on it, makes the workspace
+// claim when a StorageClass is set, creates the pod and waits until its
+// container runs.
+func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.Sandbox, error) {
+	p, err := e.plan(spec, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("kubernetes executor: closed: %w", executor.ErrNotRunning)
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	defer e.wg.Done()
+
+	wait := spec.LeaseWait
+	if wait == 0 {
+		wait = e.o.DefaultLeaseWait
+	}
+	release, err := e.leases.acquire(ctx, p.chat, wait)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: chat %s/%s: %w", spec.UserID, spec.ChatID, err)
+	}
+	sb, err := e.create(ctx, p)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	sb.release = release
+	e.mu.Lock()
+	e.open[sb.name] = sb
+	e.mu.Unlock()
+	return sb, nil
+}
+
+func (e *Executor) create(ctx context.Context, p plan) (*Sandbox, error) {
+	if err := e.removeChatPods(ctx, p.chat); err != nil {
+		return nil, err
+	}
+	if e.o.StorageClass != "" {
+		if err := e.ensureClaim(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	name := "abx-" + p.chat[:12] + "-" + randomID()[:8]
+	pod := e.pod(p, name)
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	_, err := e.cs.CoreV1().Pods(e.o.Namespace).Create(cctx, pod, metav1.CreateOptions{})
+	cancel()
+	if err != nil {
+		return nil, e.apiError("create pod "+name, err)
+	}
+	sb := &Sandbox{e: e, name: name, plan: p}
+	if err := e.waitRunning(ctx, name); err != nil {
+		// The pod may be half made: remove it on a context the caller
+		// cannot cancel.
+		_ = e.deletePod(context.WithoutCancel(ctx), name)
+		return nil, err
+	}
+	e.logger.Debug("sandbox pod running", "pod", name, "user", p.spec.UserID, "chat", p.spec.ChatID)
+	return sb, nil
+}
+
+// ensureClaim creates the chat's workspace claim unless it exists.
+func (e *Executor) ensureClaim(ctx context.Context, p plan) error {
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	defer cancel()
+	_, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Create(cctx, e.claim(p), metav1.CreateOptions{})
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return e.apiError("create workspace claim "+claimName(p.spec.UserID, p.spec.ChatID), err)
+}
+
+// waitRunning watches the pod until its sandbox container runs, failing
+// early on a state it will not leave by itself.
+func (e *Executor) waitRunning(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, e.o.ReadyTimeout,
+		fmt.Errorf("pod %s did not start within %v (Options.ReadyTimeout); see kubectl -n %s describe pod %s: %w", name, e.o.ReadyTimeout, e.o.Namespace, name, executor.ErrTimeout))
+	defer cancel()
+	pods := e.cs.CoreV1().Pods(e.o.Namespace)
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	for {
+		list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			return e.waitError(ctx, name, err)
+		}
+		for i := range list.Items {
+			if list.Items[i].Name != name {
+				continue
+			}
+			if done, err := podStarted(&list.Items[i]); done || err != nil {
+				return err
+			}
+		}
+		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			return e.waitError(ctx, name, err)
+		}
+		done, err := watchStarted(ctx, w, name)
+		w.Stop()
+		if done || err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return e.waitError(ctx, name, ctx.Err())
+		}
+	}
+}
+
+// watchStarted follows w until the pod started, failed or was deleted; it
+// returns done=false when the watch ended first (the caller lists again).
+// Objects of other names are skipped (a field selector the server, or a
+// fake, did not apply).
+func watchStarted(ctx context.Context, w watch.Interface, name string) (bool, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return false, nil
+			}
+			if ev.Type == watch.Error {
+				return false, nil
+			}
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || pod.Name != name {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				return true, fmt.Errorf("kubernetes executor: pod %s was deleted while starting: %w", name, executor.ErrSandboxGone)
+			}
+			if done, err := podStarted(pod); done || err != nil {
+				return true, err
+			}
+		}
+	}
+}
+
+func (e *Executor) waitError(ctx context.Context, name string, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return fmt.Errorf("kubernetes executor: %w", cause)
+	}
+	return e.apiError("wait for pod "+name, err)
+}
+
+// podStarted reports whether the sandbox container runs, or why it never
+// will.
+func podStarted(pod *corev1.Pod) (bool, error) {
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return true, fmt.Errorf("kubernetes executor: pod %s ended before it was used (%s: %s %s): %w", pod.Name, pod.Status.Phase, pod.Status.Reason, pod.Status.Message, executor.ErrNotRunning)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != ContainerName {
+			continue
+		}
+		if cs.State.Running != nil {
+			return true, nil
+		}
+		if t := cs.State.Terminated; t != nil {
+			return true, fmt.Errorf("kubernetes executor: the sandbox container of pod %s exited (%s, code %d: %s); is the helper in the image and executable?: %w", pod.Name, t.Reason, t.ExitCode, t.Message, executor.ErrNotRunning)
+		}
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "ImagePullBackOff", "ErrImagePull", "RunContainerError":
+				return true, fmt.Errorf("kubernetes executor: pod %s cannot start its container: %s: %s (check the image name, that the node has it, and the pod's security settings): %w", pod.Name, w.Reason, w.Message, executor.ErrNotRunning)
+			}
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			// Unschedulable may clear when another sandbox ends; keep
+			// waiting until ReadyTimeout.
+			return false, nil
+		}
+	}
+	return false, nil
+}
+
+// removeChatPods deletes every pod still labelled with the chat (left by a
+// crashed gateway) and waits until they are gone, so two pods never share a
+// workspace.
+func (e *Executor) removeChatPods(ctx context.Context, chat string) error {
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	list, err := e.cs.CoreV1().Pods(e.o.Namespace).List(cctx, metav1.ListOptions{LabelSelector: LabelChat + "=" + chat})
+	cancel()
+	if err != nil {
+		return e.apiError("list pods of the chat", err)
+	}
+	var errs []error
+	for _, pod := range list.Items {
+		e.logger.Warn("removing a pod left on the chat", "pod", pod.Name)
+		errs = append(errs, e.deletePod(ctx, pod.Name))
+	}
+	return errors.Join(errs...)
+}
+
+// deletePod deletes a pod with the stop grace and waits until the API server
+// no longer has it.
+func (e *Executor) deletePod(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout+2*e.o.StopGrace)
+	defer cancel()
+	pods := e.cs.CoreV1().Pods(e.o.Namespace)
+	grace := int64(max(e.o.StopGrace/time.Second, 1))
+	bg := metav1.DeletePropagationBackground
+	err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace, PropagationPolicy: &bg})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return e.apiError("delete pod "+name, err)
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		_, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kubernetes executor: pod %s still exists after delete; is the kubelet of its node up?: %w", name, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// apiError names the operation and maps connection failures to
+// executor.ErrUnavailable.
+func (e *Executor) apiError(op string, err error) error {
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("kubernetes executor: %s: %w; give the gateway's account pods, pods/exec and persistentvolumeclaims in namespace %s", op, err, e.o.Namespace)
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		return fmt.Errorf("kubernetes executor: %s: %w (%w)", op, executor.ErrInvalid, err)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return fmt.Errorf("kubernetes executor: %s: %w", op, err)
+	case apierrors.IsInternalError(err) || apierrors.IsServerTimeout(err) || apierrors.IsServiceUnavailable(err) || isConnError(err):
+		return fmt.Errorf("kubernetes executor: %s: the API server at %s does not answer: %w (%w)", op, e.cfg.Host, executor.ErrUnavailable, err)
+	}
+	return fmt.Errorf("kubernetes executor: %s: %w", op, err)
+}
+
+func isConnError(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "connection refused") || strings.Contains(s, "no such host") || strings.Contains(s, "connection reset")
+}
+
+// Close closes the sandboxes still open (deleting their pods) and refuses
+// new ones. Workspace claims are kept.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.wg.Wait()
+	e.mu.Lock()
+	open := make([]*Sandbox, 0, len(e.open))
+	for _, sb := range e.open {
+		open = append(open, sb)
+	}
+	e.mu.Unlock()
+	var errs []error
+	for _, sb := range open {
+		errs = append(errs, sb.Close(context.Background()))
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Executor) forget(name string) {
+	e.mu.Lock()
+	delete(e.open, name)
+	e.mu.Unlock()
+}
+
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

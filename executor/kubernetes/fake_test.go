@@ -1,0 +1,169 @@
+package kubernetes
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// fakeCluster is a clientset whose pods start in the state start gives
+// them (Running by default), with no kubelet behind it.
+type fakeCluster struct {
+	cs      *fake.Clientset
+	created atomic.Int32
+	start   func(*corev1.Pod)
+}
+
+func newFake(t *testing.T, o Options) (*Executor, *fakeCluster) {
+	t.Helper()
+	o.Image = "img:1"
+	o.Namespace = "ns"
+	o, err := o.withDefaults()
+	require.NoError(t, err)
+	f := &fakeCluster{cs: fake.NewClientset()}
+	f.start = func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	}
+	f.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.created.Add(1)
+		f.start(a.(k8stesting.CreateAction).GetObject().(*corev1.Pod))
+		return false, nil, nil
+	})
+	return newExecutor(o, &rest.Config{Host: "https://fake"}, f.cs), f
+}
+
+func TestFakeCreateClose(t *testing.T) {
+	e, f := newFake(t, Options{StorageClass: "local"})
+	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: 5 << 30})
+	require.NoError(t, err)
+	pods, err := f.cs.CoreV1().Pods("ns").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 1)
+	assert.Equal(t, sb.ID(), pods.Items[0].Name)
+	pvc, err := f.cs.CoreV1().PersistentVolumeClaims("ns").Get(t.Context(), claimName("u", "c"), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(5<<30), pvc.Spec.Resources.Requests.Storage().Value())
+
+	require.NoError(t, sb.Close(context.Background()))
+	require.NoError(t, sb.Close(context.Background()), "second Close")
+	_, err = f.cs.CoreV1().Pods("ns").Get(t.Context(), sb.ID(), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err))
+	_, err = f.cs.CoreV1().PersistentVolumeClaims("ns").Get(t.Context(), claimName("u", "c"), metav1.GetOptions{})
+	assert.NoError(t, err, "the workspace claim outlives the sandbox")
+	_, err = sb.Exec(t.Context(), &executor.Cmd{Args: []string{"true"}})
+	assert.ErrorIs(t, err, executor.ErrNotRunning)
+
+	// The claim exists now: a second Create reuses it.
+	_, err = e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c"})
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+	pods, err = f.cs.CoreV1().Pods("ns").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, pods.Items, "Executor.Close leaves pods")
+	_, err = e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c"})
+	assert.ErrorIs(t, err, executor.ErrNotRunning)
+}
+
+func TestFakeLeftoverPodRemoved(t *testing.T) {
+	e, f := newFake(t, Options{})
+	p, err := e.plan(executor.Spec{UserID: "u", ChatID: "c"}, time.Now())
+	require.NoError(t, err)
+	_, err = f.cs.CoreV1().Pods("ns").Create(t.Context(), e.pod(p, "abx-left"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	other, err := e.plan(executor.Spec{UserID: "u", ChatID: "other"}, time.Now())
+	require.NoError(t, err)
+	_, err = f.cs.CoreV1().Pods("ns").Create(t.Context(), e.pod(other, "abx-other"), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c"})
+	require.NoError(t, err)
+	defer func() { _ = sb.Close(context.Background()) }()
+	_, err = f.cs.CoreV1().Pods("ns").Get(t.Context(), "abx-left", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the pod left on the chat was not removed")
+	_, err = f.cs.CoreV1().Pods("ns").Get(t.Context(), "abx-other", metav1.GetOptions{})
+	assert.NoError(t, err, "another chat's pod was removed")
+}
+
+func TestFakeLeaseBusy(t *testing.T) {
+	e, _ := newFake(t, Options{})
+	spec := executor.Spec{UserID: "u", ChatID: "c", LeaseWait: 50 * time.Millisecond}
+	sb, err := e.Create(t.Context(), spec)
+	require.NoError(t, err)
+	_, err = e.Create(t.Context(), spec)
+	assert.ErrorIs(t, err, executor.ErrBusy)
+	other, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "d"})
+	require.NoError(t, err, "another chat is not blocked")
+	require.NoError(t, other.Close(context.Background()))
+	done := make(chan error, 1)
+	go func() {
+		sb2, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", LeaseWait: time.Minute})
+		if err == nil {
+			err = sb2.Close(context.Background())
+		}
+		done <- err
+	}()
+	require.NoError(t, sb.Close(context.Background()))
+	require.NoError(t, <-done, "a waiter gets the chat once it is released")
+}
+
+func TestFakeStartFailures(t *testing.T) {
+	for name, c := range map[string]struct {
+		start func(*corev1.Pod)
+		want  error
+		text  string
+	}{
+		"image missing": {func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: "no image"}}}}
+		}, executor.ErrNotRunning, "ErrImageNeverPull"},
+		"helper exits": {func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "StartError", ExitCode: 128}}}}
+		}, executor.ErrNotRunning, "is the helper in the image"},
+		"pod failed": {func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed; p.Status.Reason = "DeadlineExceeded" }, executor.ErrNotRunning, "DeadlineExceeded"},
+		"never scheduled": {func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+		}, executor.ErrTimeout, "ReadyTimeout"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, f := newFake(t, Options{ReadyTimeout: 300 * time.Millisecond})
+			f.start = c.start
+			_, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c"})
+			require.ErrorIs(t, err, c.want)
+			assert.Contains(t, err.Error(), c.text)
+			pods, err := f.cs.CoreV1().Pods("ns").List(t.Context(), metav1.ListOptions{})
+			require.NoError(t, err)
+			assert.Empty(t, pods.Items, "a pod that failed to start is left behind")
+			// The lease was released: the chat can be tried again.
+			f.start = func(p *corev1.Pod) {
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+			}
+			sb, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", LeaseWait: 10 * time.Millisecond})
+			require.NoError(t, err)
+			require.NoError(t, sb.Close(context.Background()))
+		})
+	}
+}
+
+func TestFakeForbiddenSaysWhatToGrant(t *testing.T) {
+	e, f := newFake(t, Options{})
+	f.cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", nil)
+	})
+	_, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pods/exec")
+	assert.EqualValues(t, 0, f.created.Load(), "a pod was created although the chat's old pods could not be listed")
+}

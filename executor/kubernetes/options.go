@@ -1,0 +1,150 @@
+package kubernetes
+
+import (
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// Defaults of Options and of the pod baseline. A Spec's zero limits take
+// these values; they are never "unlimited".
+const (
+	DefaultNamespace      = "agentbox"
+	DefaultLeaseWait      = 30 * time.Second
+	DefaultStopGrace      = 2 * time.Second
+	DefaultCallTimeout    = 30 * time.Second
+	DefaultReadyTimeout   = 2 * time.Minute
+	DefaultExecTimeout    = 10 * time.Minute
+	DefaultMaxOutput      = 32 << 20
+	DefaultMemoryBytes    = 2 << 30
+	DefaultCPUs           = 1.0
+	DefaultTmpfsBytes     = 256 << 20
+	DefaultDiskBytes      = 1 << 30
+	DefaultSandboxTimeout = 30 * time.Minute
+	// DefaultUID and DefaultGID match the Docker backend's sandbox user:
+	// above the ranges distributions give to accounts.
+	DefaultUID  = 100000
+	DefaultGID  = 100000
+	DefaultHome = "/home/agent"
+	// ImageHelperPath is where sandbox images built by examples/images bake
+	// the helper, which runs as the pod's main process.
+	ImageHelperPath = "/usr/local/bin/agentbox-helper"
+	// ContainerName is the sandbox container's name in the pod.
+	ContainerName = "sandbox"
+	// PathKubeExec is ExecResult.Path for commands run through the API
+	// server's exec subresource.
+	PathKubeExec = "kube-exec"
+)
+
+// Options configures an Executor. Namespace and Image have defaults; a
+// Kubeconfig (or the in-cluster service account) is required.
+type Options struct {
+	// Kubeconfig is the path of a kubeconfig file; "" uses the in-cluster
+	// configuration (the pod's service account).
+	Kubeconfig string
+	// Namespace holds the sandbox pods and workspace claims; the gateway
+	// needs pods, pods/exec and persistentvolumeclaims there, nothing else.
+	Namespace string
+	// Logger receives lifecycle steps at debug and failures at warn; nil
+	// means hclog.NewNullLogger().
+	Logger hclog.Logger
+	// InstanceID names this executor in pod labels; "" picks a random one.
+	InstanceID string
+	// Image is used when Spec.Image is empty. It must contain the helper at
+	// HelperPath and /bin/sh.
+	Image string
+	// ImagePullPolicy is "IfNotPresent" when empty; offline clusters that
+	// import images use "Never".
+	ImagePullPolicy string
+	// HelperPath is the helper inside the image (ImageHelperPath when "").
+	HelperPath string
+	// RuntimeClassName selects the pod's RuntimeClass ("nonet" on the
+	// offline test cluster, "gvisor" where installed); "" leaves the
+	// cluster's default.
+	RuntimeClassName string
+	// StorageClass, when set, gives every chat a PersistentVolumeClaim of
+	// that class for its workspace; "" uses an emptyDir per pod, which does
+	// not outlive the request.
+	StorageClass string
+	// UID and GID run the sandbox (DefaultUID/DefaultGID when 0; root is
+	// refused).
+	UID, GID int64
+	// Home is the sandbox user's HOME (a memory-backed emptyDir).
+	Home string
+	// TmpfsBytes caps each memory-backed emptyDir (/tmp, HOME).
+	TmpfsBytes int64
+	// DefaultLeaseWait is used when Spec.LeaseWait is 0.
+	DefaultLeaseWait time.Duration
+	// StopGrace is the pod's termination grace period and a stopped
+	// command's SIGTERM→SIGKILL delay.
+	StopGrace time.Duration
+	// CallTimeout bounds each short API call (create, get, delete).
+	CallTimeout time.Duration
+	// ReadyTimeout bounds how long Create waits for the pod to run.
+	ReadyTimeout time.Duration
+	// ExecTimeout and MaxOutput are the defaults of Cmd.Timeout and
+	// Cmd.MaxOutput.
+	ExecTimeout time.Duration
+	MaxOutput   int64
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.InstanceID == "" {
+		o.InstanceID = randomID()[:16]
+	} else if err := executor.ValidateID("instance id", o.InstanceID); err != nil {
+		return o, fmt.Errorf("kubernetes executor: %w", err)
+	}
+	switch o.ImagePullPolicy {
+	case "":
+		o.ImagePullPolicy = "IfNotPresent"
+	case "Always", "IfNotPresent", "Never":
+	default:
+		return o, fmt.Errorf("kubernetes executor: Options.ImagePullPolicy %q; use Always, IfNotPresent or Never: %w", o.ImagePullPolicy, executor.ErrInvalid)
+	}
+	if o.HelperPath == "" {
+		o.HelperPath = ImageHelperPath
+	}
+	if o.UID == 0 {
+		o.UID = DefaultUID
+	}
+	if o.GID == 0 {
+		o.GID = DefaultGID
+	}
+	if o.UID < 0 || o.GID < 0 {
+		return o, fmt.Errorf("kubernetes executor: Options.UID/GID %d:%d; use ids above 0 (root is never used): %w", o.UID, o.GID, executor.ErrInvalid)
+	}
+	if o.Home == "" {
+		o.Home = DefaultHome
+	}
+	if !path.IsAbs(o.Home) || path.Clean(o.Home) == "/" {
+		return o, fmt.Errorf("kubernetes executor: Options.Home %q must be an absolute directory other than /: %w", o.Home, executor.ErrInvalid)
+	}
+	if o.TmpfsBytes <= 0 {
+		o.TmpfsBytes = DefaultTmpfsBytes
+	}
+	setDuration(&o.DefaultLeaseWait, DefaultLeaseWait)
+	setDuration(&o.StopGrace, DefaultStopGrace)
+	setDuration(&o.CallTimeout, DefaultCallTimeout)
+	setDuration(&o.ReadyTimeout, DefaultReadyTimeout)
+	setDuration(&o.ExecTimeout, DefaultExecTimeout)
+	if o.MaxOutput <= 0 {
+		o.MaxOutput = DefaultMaxOutput
+	}
+	return o, nil
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}

@@ -1,0 +1,115 @@
+package kubernetes
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+func unitExecutor(t *testing.T, o Options) *Executor {
+	t.Helper()
+	o, err := o.withDefaults()
+	require.NoError(t, err)
+	return &Executor{o: o}
+}
+
+func TestPodSpecBaseline(t *testing.T) {
+	e := unitExecutor(t, Options{Image: "img:1", RuntimeClassName: "nonet", StorageClass: "local"})
+	p, err := e.plan(executor.Spec{UserID: "u1", ChatID: "c1", MemoryBytes: 256 << 20, CPUs: 0.5, Env: []string{"A=b=c"}, Timeout: time.Minute}, time.Unix(0, 0))
+	require.NoError(t, err)
+	pod := e.pod(p, "abx-x")
+	s := pod.Spec
+	require.Len(t, s.Containers, 1)
+	c := s.Containers[0]
+	assert.Equal(t, "nonet", *s.RuntimeClassName)
+	assert.False(t, *s.AutomountServiceAccountToken)
+	assert.False(t, *s.EnableServiceLinks)
+	assert.False(t, s.HostNetwork || s.HostPID || s.HostIPC)
+	assert.Equal(t, int64(60), *s.ActiveDeadlineSeconds)
+	assert.Equal(t, int64(DefaultUID), *s.SecurityContext.RunAsUser)
+	assert.True(t, *s.SecurityContext.RunAsNonRoot)
+	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, s.SecurityContext.SeccompProfile.Type)
+	assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+	assert.Empty(t, c.SecurityContext.Capabilities.Add)
+	assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+	assert.Equal(t, "500m", c.Resources.Limits.Cpu().String())
+	assert.Equal(t, int64(256<<20), c.Resources.Limits.Memory().Value())
+	assert.Equal(t, ImageHelperPath, c.Command[0])
+	assert.Contains(t, c.Command, "--deadline")
+	assert.Contains(t, c.Env, corev1.EnvVar{Name: "A", Value: "b=c"})
+	assert.Equal(t, claimName("u1", "c1"), s.Volumes[0].PersistentVolumeClaim.ClaimName)
+	assert.Equal(t, p.chat, pod.Labels[LabelChat])
+}
+
+func TestPlanRefuses(t *testing.T) {
+	e := unitExecutor(t, Options{Image: "img:1"})
+	for name, spec := range map[string]executor.Spec{
+		"no user":      {ChatID: "c"},
+		"bad chat":     {UserID: "u", ChatID: "../x"},
+		"network":      {UserID: "u", ChatID: "c", Network: "bridge"},
+		"runtime":      {UserID: "u", ChatID: "c", Runtime: "runsc"},
+		"root user":    {UserID: "u", ChatID: "c", User: "0:0"},
+		"env no equal": {UserID: "u", ChatID: "c", Env: []string{"X"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := e.plan(spec, time.Now())
+			assert.ErrorIs(t, err, executor.ErrInvalid)
+		})
+	}
+}
+
+func TestOptionsRefuse(t *testing.T) {
+	for name, o := range map[string]Options{
+		"pull policy": {ImagePullPolicy: "Sometimes"},
+		"negative id": {UID: -1},
+		"home":        {Home: "rel"},
+		"instance":    {InstanceID: "a/b"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := o.withDefaults()
+			assert.ErrorIs(t, err, executor.ErrInvalid)
+		})
+	}
+}
+
+func TestValidEnv(t *testing.T) {
+	for kv, want := range map[string]bool{
+		"A=1": true, "_x=": true, "a1=b c": true,
+		"=1": false, "1A=x": false, "A": false, "A-B=1": false, "A;B=1": false, "": false,
+	} {
+		assert.Equal(t, want, validEnv(kv), kv)
+	}
+}
+
+func TestCapWriter(t *testing.T) {
+	var buf bytes.Buffer
+	overs := 0
+	w := &capWriter{w: &buf, left: 5, over: func() { overs++ }}
+	_, _ = w.Write([]byte("abc"))
+	_, _ = w.Write([]byte("def"))
+	_, _ = w.Write([]byte("g"))
+	assert.Equal(t, "abc", buf.String())
+	assert.Equal(t, 1, overs)
+}
+
+func TestChatKeyDistinct(t *testing.T) {
+	// "a\x00b"-style joins must not collide across the user/chat boundary.
+	assert.NotEqual(t, chatKey("ab", "c"), chatKey("a", "bc"))
+	assert.Len(t, chatKey("u", "c"), 24)
+	assert.True(t, strings.HasPrefix(claimName("u", "c"), "abx-ws-"))
+}
+
+func TestFSUnsupported(t *testing.T) {
+	var s Sandbox
+	_, err := s.ReadFile(t.Context(), "x")
+	assert.True(t, errors.Is(err, errors.ErrUnsupported))
+}
