@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/middleware/modelroute"
 )
 
 // loadFixture loads config's fixture gateway (coder with skills, MCP
@@ -96,7 +97,8 @@ func TestCatalogFromConfig(t *testing.T) {
 		NewExecutor: func(context.Context, hclog.Logger) (executor.Executor, error) {
 			return executortest.NewExecutor(t), nil
 		},
-		Runners: []executor.Runner{namedRunner("claude"), namedRunner("cursor")},
+		Runners:     []executor.Runner{namedRunner("claude"), namedRunner("cursor")},
+		ModelRouter: modelroute.New(modelroute.Options{}),
 	})
 	require.NoError(t, err)
 }

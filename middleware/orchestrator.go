@@ -23,21 +23,27 @@ const (
 	DefaultHome            = "/home/agent"
 )
 
-// Options configure an Orchestrator. Catalog, NewExecutor and Runners are
-// required.
+// Options configure an Orchestrator. Catalog, Runners and one of Executor
+// and NewExecutor are required.
 type Options struct {
 	// Catalog holds the gateway's assistants.
 	Catalog Catalog
-	// NewExecutor opens the executor (e.g. executor/docker's New). The
-	// Orchestrator owns what it returns and closes it in Close.
+	// Executor is the executor when the caller owns it: the Orchestrator
+	// uses it and never closes it. NewExecutor instead opens one (e.g.
+	// executor/docker's New) that the Orchestrator owns and closes in
+	// Close. Set exactly one.
+	Executor    executor.Executor
 	NewExecutor func(ctx context.Context, log hclog.Logger) (executor.Executor, error)
 	// Runners are the agent CLIs, by Name(); each sandboxed assistant's
 	// Sandbox.Runner must name one.
 	Runners []executor.Runner
-	// NewModelRouter opens the model route provider (optional: without
-	// one, runs get no ModelBaseURL and APIKey and usage is the CLI's own
-	// report). The Orchestrator owns what it returns; when it also
-	// implements io.Closer it is closed in Close.
+	// ModelRouter is the model route provider when the caller owns it (e.g.
+	// middleware/modelroute's Router; never closed by the Orchestrator);
+	// NewModelRouter instead opens one the Orchestrator owns (closed in
+	// Close when it implements io.Closer). At most one; without either,
+	// runs get no ModelBaseURL and APIKey and usage is the CLI's own
+	// report, and an assistant with a connector to route is refused at New.
+	ModelRouter    ModelRouter
 	NewModelRouter func(ctx context.Context, log hclog.Logger) (ModelRouter, error)
 	// Tools serves the gateway's own tools to the agents (optional; see
 	// ToolHost, and agentbox.MCPTools for executor/mcphost's Host).
@@ -141,8 +147,14 @@ func (o *Orchestrator) configure() error {
 	if o.opts.Catalog == nil {
 		errs = append(errs, errors.New("Options.Catalog is nil; pass the gateway's assistants (e.g. NewCatalog)"))
 	}
-	if o.opts.NewExecutor == nil {
-		errs = append(errs, errors.New("Options.NewExecutor is nil; pass a constructor such as executor/docker's New"))
+	switch {
+	case o.opts.Executor == nil && o.opts.NewExecutor == nil:
+		errs = append(errs, errors.New("Options.Executor and Options.NewExecutor are nil; pass an executor such as executor/docker's"))
+	case o.opts.Executor != nil && o.opts.NewExecutor != nil:
+		errs = append(errs, errors.New("Options.Executor and Options.NewExecutor are both set; pass one"))
+	}
+	if o.opts.ModelRouter != nil && o.opts.NewModelRouter != nil {
+		errs = append(errs, errors.New("Options.ModelRouter and Options.NewModelRouter are both set; pass one"))
 	}
 	o.runners = make(map[string]executor.Runner, len(o.opts.Runners))
 	for i, r := range o.opts.Runners {
@@ -194,15 +206,18 @@ func (o *Orchestrator) configure() error {
 // provision opens the executor and the model router, registering how to
 // undo each before the next step starts.
 func (o *Orchestrator) provision(ctx context.Context) error {
-	ex, err := o.opts.NewExecutor(ctx, o.log.Named("executor"))
-	if err != nil {
-		return fmt.Errorf("middleware: open the executor: %w", err)
+	o.exec, o.models = o.opts.Executor, o.opts.ModelRouter
+	if o.exec == nil {
+		ex, err := o.opts.NewExecutor(ctx, o.log.Named("executor"))
+		if err != nil {
+			return fmt.Errorf("middleware: open the executor: %w", err)
+		}
+		if ex == nil {
+			return errors.New("middleware: NewExecutor returned a nil executor and no error")
+		}
+		o.exec = ex
+		o.cleanups = append(o.cleanups, ex.Close)
 	}
-	if ex == nil {
-		return errors.New("middleware: NewExecutor returned a nil executor and no error")
-	}
-	o.exec = ex
-	o.cleanups = append(o.cleanups, ex.Close)
 	if o.opts.NewModelRouter == nil {
 		return nil
 	}
@@ -237,6 +252,12 @@ func (o *Orchestrator) validate(ctx context.Context) error {
 		}
 		if a.Sandbox.Spec.Image == "" {
 			errs = append(errs, fmt.Errorf("assistant %q: sandbox image is empty; set sandbox.image", a.ID))
+		}
+		if o.models == nil && !a.Sandbox.DirectModel && a.Sandbox.Connector.Upstream != "" {
+			errs = append(errs, fmt.Errorf("assistant %q: its connector %s needs a model route, and the Orchestrator has none; pass Options.ModelRouter (middleware/modelroute's New)", a.ID, a.Sandbox.Connector.Upstream))
+		}
+		if o.opts.Egress == nil && a.Sandbox.Egress != nil {
+			errs = append(errs, fmt.Errorf("assistant %q: it has sandbox.egress, and the Orchestrator has no Options.Egress; pass middleware/modelroute's NewEgress", a.ID))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

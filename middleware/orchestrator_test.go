@@ -652,13 +652,15 @@ func TestAdmissionIsFairAcrossUsers(t *testing.T) {
 	for i := range 30 {
 		send("alice", fmt.Sprint("a", i))
 	}
-	require.Eventually(t, func() bool { s := e.o.Admission(); return s.Running == 2 && s.Waiting == 28 }, 10*time.Second, time.Millisecond)
+	// Both admitted runs have their sandboxes, so the next one created is
+	// the next one admitted.
+	require.Eventually(t, func() bool { s := e.o.Admission(); return s.Running == 2 && s.Waiting == 28 && len(users()) == 2 }, 10*time.Second, time.Millisecond)
 	send("bob", "b")
 	require.Eventually(t, func() bool { return e.o.Admission().Waiting == 29 }, 10*time.Second, time.Millisecond)
 
 	gate <- struct{}{} // one of alice's runs ends
 	require.Eventually(t, func() bool { return len(users()) == 3 }, 10*time.Second, time.Millisecond)
-	assert.Equal(t, "bob", users()[2], "bob's request takes the first free slot, ahead of alice's 28 queued ones")
+	assert.Equal(t, "bob", users()[2], "bob's request takes the first free slot, ahead of alice's 28 queued ones: %v", users())
 	close(gate)
 	wg.Wait()
 	close(errs)

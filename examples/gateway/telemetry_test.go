@@ -82,6 +82,7 @@ func TestTelemetry(t *testing.T) {
 	_, err := demoRequest(context.Background(), g.URL, "telemetry", demoPrompt, func(extension, string) {})
 	require.NoError(t, err)
 
+	require.NoError(t, g.orch.Settle(context.Background()), "the request is recorded after its teardown")
 	resp, err := http.Get(g.URL + "/metrics")
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)

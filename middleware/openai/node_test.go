@@ -63,7 +63,7 @@ func TestNodeSDK(t *testing.T) {
 	assert.Equal(t, 6120.0, got.Usage["prompt_tokens"])
 	assert.Equal(t, 40.0, got.Usage["completion_tokens"])
 	assert.Greater(t, got.Chunks, 6)
-	assert.Equal(t, map[string]int{"sandbox": 2, "init": 1, "thinking": 1, "tool_use": 1, "tool_result": 1, "done": 1}, got.Kinds,
+	assert.Equal(t, map[string]int{"sandbox": 1, "init": 1, "thinking": 1, "tool_use": 1, "tool_result": 1, "done": 1}, got.Kinds,
 		"the extension reaches JS users on the chunk")
 
 	assert.True(t, got.NotFound.IsAPIError)

@@ -83,7 +83,7 @@ func TestGoSDKStreamedTextEqualsTheCompletion(t *testing.T) {
 		assert.Zero(t, c.Usage.TotalTokens, "no usage before the final chunk")
 	}
 	assert.Equal(t, "stop", chunks[len(chunks)-2].Choices[0].FinishReason)
-	assert.Equal(t, map[string]int{"sandbox": 2, "init": 1, "thinking": 1, "tool_use": 1, "tool_result": 1, "done": 1}, kinds)
+	assert.Equal(t, map[string]int{"sandbox": 1, "init": 1, "thinking": 1, "tool_use": 1, "tool_result": 1, "done": 1}, kinds)
 }
 
 func TestGoSDKErrorsAreOpenAIErrors(t *testing.T) {
