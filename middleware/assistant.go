@@ -79,10 +79,10 @@ type Sandbox struct {
 	// the request's own options.
 	Options map[string]any
 	// Connector is where the model route forwards the agent's model calls
-	// (ProxyRouter). Its key stays on the host, unless DirectModel.
+	// (middleware/modelroute). Its key stays on the host, unless DirectModel.
 	Connector Connector
 	// Budget overrides, per field, the per-request model budget the
-	// ProxyRouter derives (package.yao sandbox.budget); zero fields keep
+	// model route derives (package.yao sandbox.budget); zero fields keep
 	// the derived default.
 	Budget modelproxy.Budget
 	// DirectModel is for agent CLIs that cannot use a local model endpoint

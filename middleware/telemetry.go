@@ -79,7 +79,7 @@ func newTelemetry(o *Orchestrator) (*telemetry, error) {
 }
 
 // budgetStopper is a ModelRoute that says which budget stopped its
-// model traffic (the ProxyRouter's routes).
+// model traffic (middleware/modelroute's routes).
 type budgetStopper interface{ BudgetStop() string }
 
 // trace is a request's spans: the request's own, the current phase's and

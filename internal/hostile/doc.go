@@ -2,7 +2,7 @@
 // real stack (the OpenAI adapter with a real OpenAI client, the middleware's
 // Orchestrator, executor/docker with the helper binary built from this
 // checkout, the claude runner and the real Claude Code CLI in the sandbox
-// image, the ProxyRouter's model proxy) in front of a scripted model
+// image, modelroute's model proxy) in front of a scripted model
 // (internal/scriptedapi) that plays an attacker: each turn of a chat runs
 // commands the test chooses through the real CLI's Bash tool (or any other
 // tool call) in a real container, then answers with text.

@@ -62,7 +62,7 @@ type Options struct {
 	// Executor adjusts executor/docker's options after the harness set
 	// DataDir, Image, HelperBinary and Logger.
 	Executor func(*docker.Options)
-	// Proxy adjusts the ProxyRouter's options.
+	// Proxy adjusts the model route's options.
 	Proxy func(*modelroute.Options)
 	// Orchestrator adjusts the middleware's options after the harness set
 	// Catalog, NewExecutor, Runners and NewModelRouter.
