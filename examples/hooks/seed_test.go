@@ -112,6 +112,7 @@ func seedCreateRejectsWithoutNode(t *testing.T, dir string) {
 	env, err := os.ReadFile(filepath.Join(wsDir, ".env"))
 	require.NoError(t, err)
 	assert.Equal(t, "DEBUG=true\nNODE_ENV=development", string(env))
+	require.NoError(t, o.Settle(context.Background()), "the teardown runs after the response")
 	ps, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelDataDir+"="+data).Output()
 	require.NoError(t, err)
 	assert.Empty(t, strings.TrimSpace(string(ps)), "the rejected request's container is removed")
