@@ -250,9 +250,18 @@ func TestQuotaSurvivesCrash(t *testing.T) {
 	require.NoError(t, sb.Close(context.Background()))
 	e.unmountImages()
 	require.False(t, mountedAt(t, ws))
-	out, err = exec.Command("losetup", "-n", "-O", "NAME", "-j", img).CombinedOutput()
-	require.NoError(t, err)
-	assert.Empty(t, strings.TrimSpace(string(out)), "no loop device left bound to the image")
+	// The kernel detaches a busy loop device when its last user closes it
+	// (autoclear), which can trail the unmount on a loaded machine: wait
+	// for it, bounded.
+	var bound string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, err = exec.Command("losetup", "-n", "-O", "NAME", "-j", img).CombinedOutput()
+		require.NoError(t, err)
+		if bound = strings.TrimSpace(string(out)); bound == "" || time.Now().After(deadline) {
+			break
+		}
+	}
+	assert.Empty(t, bound, "no loop device left bound to the image")
 }
 
 // TestQuotaMigratesExistingWorkspace: a workspace made before quotas moves
