@@ -4,7 +4,9 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +24,17 @@ import (
 // workspace.
 func TestFaultContainerRemovedMidRun(t *testing.T) {
 	g, data := startGateway(t)
-	g.Model.Enqueue(scriptedapi.Call("Bash", map[string]string{"command": "sleep 120", "description": "wait"}))
+	// The first agent call (it offers Bash) runs a long command; any other
+	// call the CLI makes (2.1.330 makes some without tools) and the later
+	// turns get the usual script. A queued turn could be taken by such a
+	// side call, and then the run would end before the removal.
+	var slept atomic.Bool
+	g.Model.SetScript(func(r *scriptedapi.Request) scriptedapi.Turn {
+		if slices.Contains(r.ToolNames(), "Bash") && slept.CompareAndSwap(false, true) {
+			return scriptedapi.Call("Bash", map[string]string{"command": "sleep 120", "description": "wait"})
+		}
+		return offlineScript(r)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a backstop, not the assertion
 	defer cancel()
 	const chat = "fault-removed"
