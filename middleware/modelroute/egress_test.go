@@ -169,7 +169,9 @@ func TestEgressRouteLivesForTheRequest(t *testing.T) {
 		assert.Contains(t, l, "bytes_down")
 	}
 	assert.NotContains(t, logs.String(), "tok-123")
-	// The request ended: the proxy and its socket are gone.
+	// The request ended and its teardown (after the response) ran: the
+	// proxy and its socket are gone.
+	require.NoError(t, o.Settle(context.Background()))
 	assert.NoFileExists(t, filepath.Join(hostDir, helper.EgressSocket))
 }
 
