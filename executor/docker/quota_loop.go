@@ -32,6 +32,10 @@ const loopMountOptions = "loop,nosuid,nodev,noatime,discard,noinit_itable"
 // loopToolTimeout bounds each mkfs/e2fsck/mount call.
 const loopToolTimeout = 2 * time.Minute
 
+// detachWait bounds how long detachStale waits for the kernel to clear a
+// detached loop device that something still held open.
+const detachWait = 10 * time.Second
+
 // loopQuota gives each workspace its own ext4 image, mounted at the
 // workspace path by the chat's first Create and kept mounted for the chat
 // (host-side readers between turns see the files), until the retention
@@ -159,16 +163,7 @@ func (l *loopQuota) beforePrepare(user, chat string) error {
 			return fmt.Errorf("workspace quota: unmount the legacy workspace %s before moving it (is a container of an older gateway still on it?): %w", legacyDir, err)
 		}
 		// The loop device lets go of the image shortly after the unmount.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for {
-			_ = detachStale(ctx, legacyImg)
-			out, err := toolOutput(ctx, "losetup", "-n", "-O", "NAME", "-j", legacyImg)
-			if err == nil && strings.TrimSpace(out) == "" || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		_ = detachStale(context.Background(), legacyImg)
 	}
 	name := l.imageName(user, chat)
 	if _, err := l.root.Lstat(name); !isNotExistErr(err) {
@@ -400,7 +395,11 @@ func growImage(ctx context.Context, img string, size int64) error {
 	return runTool(ctx, "resize2fs", img)
 }
 
-// detachStale detaches loop devices still bound to img with no mount.
+// detachStale detaches the loop devices bound to img that back no mount,
+// and waits, bounded by ctx and detachWait, until the kernel has let go of
+// them: `losetup -d` on a device something still holds open (udev's probe,
+// a container's mount namespace going away) only marks it for autoclear,
+// and the device stays listed until its last user closes it.
 func detachStale(ctx context.Context, img string) error {
 	out, err := toolOutput(ctx, "losetup", "-n", "-O", "NAME", "-j", img)
 	if err != nil {
@@ -411,6 +410,7 @@ func detachStale(ctx context.Context, img string) error {
 		return err
 	}
 	var errs []error
+	detached := map[string]bool{}
 	for dev := range strings.FieldsSeq(out) {
 		busy := false
 		for _, m := range mounts {
@@ -418,9 +418,32 @@ func detachStale(ctx context.Context, img string) error {
 		}
 		if !busy {
 			errs = append(errs, runTool(ctx, "losetup", "-d", dev))
+			detached[dev] = true
 		}
 	}
-	return errors.Join(errs...)
+	if len(detached) == 0 {
+		return errors.Join(errs...)
+	}
+	ctx, cancel := context.WithTimeout(ctx, detachWait)
+	defer cancel()
+	for {
+		out, err := toolOutput(ctx, "losetup", "-n", "-O", "NAME", "-j", img)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		left := false
+		for dev := range strings.FieldsSeq(out) {
+			left = left || detached[dev]
+		}
+		if !left {
+			return errors.Join(errs...)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(append(errs, fmt.Errorf("loop device of %s still bound after detach: %w", img, ctx.Err()))...)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // mountedImage reports whether img is what is mounted on top of dir. Any
