@@ -65,7 +65,12 @@ type sessionRecord struct {
 	SessionID string `json:"session_id"`
 	// Chain holds, for each user or assistant message of the stored
 	// conversation, the hash of the conversation up to and including it.
-	Chain   []string  `json:"chain"`
+	Chain []string `json:"chain"`
+	// System is the hash of the system prompt the session's CLI was
+	// started with (systemHash). Claude Code 2.1.330 keeps a resumed
+	// session's system prompt and ignores the one it is started with, so a
+	// session is resumed only under the prompt it began with.
+	System  string    `json:"system,omitempty"`
 	Updated time.Time `json:"updated"`
 }
 
@@ -84,6 +89,22 @@ type chatSession struct {
 	resumed bool
 	// conversation are the client's messages of the request.
 	conversation []executor.Message
+	// system is systemHash of the run's request.
+	system string
+}
+
+// systemHash hashes what reaches the CLI as its system prompt: the
+// assistant's instructions and the system messages of the conversation
+// (a Create hook may add or change them).
+func systemHash(rr *executor.RunRequest) string {
+	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "%d\x00%s", len(rr.SystemPrompt), rr.SystemPrompt) // a hash never fails
+	for _, m := range rr.Messages {
+		if m.Role == "system" {
+			_, _ = fmt.Fprintf(h, "\x00%d\x00%s", len(m.Content), m.Content)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // conversationChain returns the hash chain of msgs' user and assistant
@@ -108,11 +129,11 @@ func conversationChain(msgs []executor.Message) []string {
 }
 
 // continues reports whether msgs is exactly the recorded conversation plus
-// one new user message.
-func (rec *sessionRecord) continues(msgs []executor.Message) bool {
+// one new user message, under the system prompt the session began with.
+func (rec *sessionRecord) continues(msgs []executor.Message, system string) bool {
 	chain := conversationChain(msgs)
 	n := len(rec.Chain)
-	if n == 0 || len(chain) != n+1 {
+	if n == 0 || len(chain) != n+1 || rec.System != system {
 		return false
 	}
 	for i := range rec.Chain {
@@ -257,12 +278,12 @@ func (r *run) openSession(ctx context.Context, runner executor.Runner, rr *execu
 		r.log.Warn("no session continuity for this assistant id", "error", err)
 		return nil
 	}
-	cs := &chatSession{dir: dir, conversation: r.req.Messages}
+	cs := &chatSession{dir: dir, conversation: r.req.Messages, system: systemHash(rr)}
 	rec, transcript, err := store.load(dir)
 	if err != nil {
 		r.log.Warn("the chat's stored session was unusable and is dropped; the run starts a new one", "error", err)
 	}
-	if rec != nil && rec.continues(r.req.Messages) {
+	if rec != nil && rec.continues(r.req.Messages, cs.system) {
 		rr.SessionID, rr.Resume = rec.SessionID, true
 		cs.file, err = sr.TranscriptFile(*rr)
 		// A kept container's HOME holds the stored transcript already.
@@ -275,6 +296,8 @@ func (r *run) openSession(ctx context.Context, runner executor.Runner, rr *execu
 			return cs
 		}
 		r.log.Warn("the chat's session could not be placed in the sandbox; the run starts a new one", "error", err)
+	} else if rec != nil && rec.System != cs.system {
+		r.log.Debug("the system prompt changed since the chat's session began; starting a new one with the history replayed", "session", rec.SessionID)
 	} else if rec != nil {
 		r.log.Debug("the history does not continue the chat's session; starting a new one", "session", rec.SessionID)
 	}
@@ -334,7 +357,7 @@ func (r *run) saveSession(ctx context.Context, cs *chatSession, answer string) {
 	}
 	if err == nil {
 		conv := append(cs.conversation[:len(cs.conversation):len(cs.conversation)], executor.Message{Role: "assistant", Content: answer})
-		rec := &sessionRecord{SessionID: cs.id, Chain: conversationChain(conv), Updated: time.Now().UTC()}
+		rec := &sessionRecord{SessionID: cs.id, Chain: conversationChain(conv), System: cs.system, Updated: time.Now().UTC()}
 		err = (&sessionStore{dir: r.o.opts.SessionDir}).save(cs.dir, rec, out.Bytes())
 	}
 	if err != nil {

@@ -43,6 +43,20 @@ func (r *recordingRunner) Invocation(req executor.RunRequest) (executor.Invocati
 	return inv, err
 }
 
+// count returns how many invocations were built so far.
+func (r *recordingRunner) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.argv)
+}
+
+// nth returns the argv of the i-th invocation.
+func (r *recordingRunner) nth(i int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.argv[i]
+}
+
 // last returns the argv of the latest run.
 func (r *recordingRunner) last() []string {
 	r.mu.Lock()

@@ -25,7 +25,8 @@ func msgs(pairs ...string) []executor.Message {
 
 func TestSessionRecordContinues(t *testing.T) {
 	stored := msgs("user", "run it", "assistant", "it printed 42")
-	rec := &sessionRecord{SessionID: "s", Chain: conversationChain(stored)}
+	sys := systemHash(&executor.RunRequest{SystemPrompt: "You are a coder."})
+	rec := &sessionRecord{SessionID: "s", Chain: conversationChain(stored), System: sys}
 	cases := map[string]struct {
 		history []executor.Message
 		want    bool
@@ -44,10 +45,30 @@ func TestSessionRecordContinues(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, tc.want, rec.continues(tc.history))
+			assert.Equal(t, tc.want, rec.continues(tc.history, sys))
 		})
 	}
-	assert.False(t, (&sessionRecord{}).continues(msgs("user", "hi")), "an empty record continues nothing")
+	assert.False(t, (&sessionRecord{}).continues(msgs("user", "hi"), sys), "an empty record continues nothing")
+	next := msgs("user", "run it", "assistant", "it printed 42", "user", "thanks")
+	assert.False(t, rec.continues(next, ""), "a record without the system prompt's hash (an older gateway's) is not resumed")
+	assert.False(t, (&sessionRecord{SessionID: "s", Chain: rec.Chain}).continues(next, sys), "nor one whose hash is missing")
+}
+
+// TestSystemHash: the hash covers the assistant's instructions and every
+// system message, and tells apart prompts that only differ in where one
+// part ends.
+func TestSystemHash(t *testing.T) {
+	base := &executor.RunRequest{SystemPrompt: "You are a coder.", Messages: msgs("user", "hi")}
+	h := systemHash(base)
+	assert.Equal(t, h, systemHash(&executor.RunRequest{SystemPrompt: "You are a coder.", Messages: msgs("user", "other text", "assistant", "x")}),
+		"user and assistant messages are not part of it")
+	for name, rr := range map[string]*executor.RunRequest{
+		"other instructions": {SystemPrompt: "You are a tester.", Messages: msgs("user", "hi")},
+		"a system message":   {SystemPrompt: "You are a coder.", Messages: msgs("system", "Answer in French.", "user", "hi")},
+		"boundary shifted":   {SystemPrompt: "You are a", Messages: msgs("system", " coder.", "user", "hi")},
+	} {
+		assert.NotEqual(t, h, systemHash(rr), name)
+	}
 }
 
 func TestValidTranscript(t *testing.T) {

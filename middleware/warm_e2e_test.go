@@ -261,20 +261,32 @@ func TestE2ESessionCreateHookChangesTheCLIsStart(t *testing.T) {
 	kept := chatContainers(t, dataDir, "h1")
 	require.Len(t, kept, 1)
 
-	_, reqs, _, _ := env.ask(t, "alice:h1", "Please run the command.", a1, "What did it print?")
-	// Claude Code 2.1.330 keeps a resumed session's system prompt: the
-	// --append-system-prompt of the CLI started for turn 2 does not reach
-	// the model (2.1.197 applied it). A known limitation of the new pin,
-	// in the session note; the pre-started CLI is still replaced.
-	if v := testenv.ImageLabel(t, testenv.RequireImage(t), "io.agentbox.image.claude-code-version"); v == "2.1.197" {
-		assert.Contains(t, reqs[0].Body.System.Text(), french, "the CLI that answered was started with the hook's system prompt, not the pre-started one")
-	} else {
-		t.Logf("CLI %s: the hook's system prompt on a resumed session reaches the model: %v", v, strings.Contains(string(reqs[0].Raw), french))
-	}
+	n := env.runner.count() // turn 2's invocation comes next
+	a2, reqs, _, _ := env.ask(t, "alice:h1", "Please run the command.", a1, "What did it print?")
+	_, resumed := flag(env.runner.nth(n), "--resume")
+	assert.False(t, resumed, "turn 2 does not resume a session begun under another system prompt")
+	// The CLI started for turn 2 carries the hook's system prompt, not the
+	// pre-started one's, and it reaches the model. Claude Code 2.1.330
+	// keeps a resumed session's system prompt, so a changed prompt starts
+	// a new session with the history replayed as real turns.
+	assert.Contains(t, reqs[0].Body.System.Text(), french, "the CLI that answered was started with the hook's system prompt")
 	uses, _ := toolBlocks(reqs[0])
-	assert.Len(t, uses, 1, "and still resumed the session")
+	assert.Empty(t, uses, "a new session: the tool calls of turn 1 are not in it")
+	assert.Contains(t, string(reqs[0].Raw), "Please run the command.", "the history is replayed")
+	assert.Contains(t, string(reqs[0].Raw), sessionMarker, "with turn 1's answer")
 	require.NoError(t, env.o.Settle(ctx))
 	assert.Equal(t, kept, chatContainers(t, dataDir, "h1"), "in the same container")
+
+	// Turn 3 under the same prompt resumes the session turn 2 began.
+	began, _ := flag(env.runner.nth(n), "--session-id")
+	n = env.runner.count()
+	_, reqs, _, _ = env.ask(t, "alice:h1", "Please run the command.", a1, "What did it print?", a2, "And now?")
+	id, resumed := flag(env.runner.nth(n), "--resume")
+	assert.True(t, resumed, "turn 3 resumes")
+	assert.Equal(t, began, id, "the session turn 2 began")
+	assert.Contains(t, reqs[0].Body.System.Text(), french)
+	require.NoError(t, env.o.Settle(ctx))
+	assert.Equal(t, kept, chatContainers(t, dataDir, "h1"))
 }
 
 // cgroupCPU returns the CPU time the container has used, from its
