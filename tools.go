@@ -3,6 +3,7 @@ package agentbox
 import (
 	"errors"
 	"io"
+	"slices"
 
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/middleware"
@@ -16,6 +17,18 @@ import (
 func MCPTools(h *mcphost.Host) middleware.ToolHost { return mcpTools{h} }
 
 type mcpTools struct{ h *mcphost.Host }
+
+// Serves reports whether any of allowedTools names a server registered on
+// the host (mcp__<server> or mcp__<server>__<tool>).
+func (t mcpTools) Serves(allowedTools []string) bool {
+	servers := t.h.Servers()
+	for srv := range mcphost.AllowFromTools(allowedTools) {
+		if slices.Contains(servers, srv) {
+			return true
+		}
+	}
+	return false
+}
 
 func (t mcpTools) Open(g middleware.ToolGrant) (io.Closer, error) {
 	allow := mcphost.AllowFromTools(g.AllowedTools)

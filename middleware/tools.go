@@ -15,6 +15,10 @@ type ToolHost interface {
 	// Open starts serving one run as g says. It returns a nil session and
 	// no error when the host serves none of g.AllowedTools.
 	Open(g ToolGrant) (io.Closer, error)
+	// Serves reports whether Open would serve any of allowedTools. A run
+	// with such a tool needs its own session, opened with the request, so
+	// the next turn's CLI cannot be started before the request comes.
+	Serves(allowedTools []string) bool
 }
 
 // ToolGrant is what one run's agent may call, and who it is.

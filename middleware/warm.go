@@ -11,7 +11,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -502,9 +501,9 @@ func (r *run) preStart(e *warmEntry) *preCLI {
 	if cs == nil || e.homeSession != cs.id || runner == nil {
 		return nil
 	}
-	if r.o.opts.Tools != nil && slices.ContainsFunc(r.a.Sandbox.Run.AllowedTools, func(t string) bool { return strings.HasPrefix(t, "mcp__") }) {
+	if r.o.opts.Tools != nil && r.o.opts.Tools.Serves(r.a.Sandbox.Run.AllowedTools) {
 		// The tools session is per request; a CLI started before it
-		// would not reach it (any MCP tool may be the gateway's).
+		// would not reach it.
 		return nil
 	}
 	rr := r.runRequest()
