@@ -24,3 +24,13 @@ type FS interface {
 	Stat(ctx context.Context, name string) (FileInfo, error)
 	EditFile(ctx context.Context, name string, edits []Edit) (EditResult, error)
 }
+
+// HostFS is the file API of a workspace that is a host directory
+// (Workspace): FS and Restorer. A backend whose workspace is one embeds it
+// in its Sandbox, set to the Workspace, instead of forwarding each method.
+type HostFS interface {
+	FS
+	Restorer
+}
+
+var _ HostFS = (*Workspace)(nil)

@@ -35,13 +35,8 @@ type Executor struct {
 	// daemonHost names the daemon in errors ("unix:///var/run/docker.sock").
 	daemonHost string
 
-	mu      sync.Mutex
-	open    map[string]*Sandbox // by sandbox id
-	pending map[string]bool     // sandbox ids being created
-	closed  bool
-
-	inflight   sync.WaitGroup // creates under way
-	warnedUIDs sync.Map       // sandbox uids already checked against the host's accounts
+	sandboxes  *executor.Registry[*Sandbox] // by sandbox id
+	warnedUIDs sync.Map                     // sandbox uids already checked against the host's accounts
 
 	// sandboxesTmpfs: this executor mounted the tmpfs at {data}/sandboxes.
 	sandboxesTmpfs bool
@@ -107,15 +102,14 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		return nil, fmt.Errorf("docker executor: open data directory: %w", err)
 	}
 	e := &Executor{
-		o:       o,
-		api:     api,
-		logger:  o.Logger.Named("docker").With("instance", o.InstanceID),
-		leases:  executor.NewLeases(),
-		root:    root,
-		layout:  layout,
-		open:    map[string]*Sandbox{},
-		pending: map[string]bool{},
-		stopBg:  make(chan struct{}),
+		o:         o,
+		api:       api,
+		logger:    o.Logger.Named("docker").With("instance", o.InstanceID),
+		leases:    executor.NewLeases(),
+		root:      root,
+		layout:    layout,
+		sandboxes: executor.NewRegistry[*Sandbox](),
+		stopBg:    make(chan struct{}),
 
 		daemonHost: "DOCKER_HOST",
 	}
@@ -301,10 +295,11 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 	logger := e.logger.With("user", user, "chat", chat)
 	e.warnHostAccount(p.spec.User)
 	sbID := randomID()
-	if !e.addPending(sbID) {
-		return nil, fmt.Errorf("create sandbox: the executor is closed: %w", executor.ErrNotRunning)
+	done, err := e.sandboxes.Begin(sbID)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
-	defer e.donePending(sbID)
+	defer done()
 
 	unlease, err := e.leases.Acquire(ctx, user+"/"+chat, p.spec.LeaseWait)
 	if err != nil {
@@ -333,16 +328,8 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)
 	}
 	sb.release = release
-	e.mu.Lock()
-	closed := e.closed
-	if !closed {
-		e.open[sbID] = sb
-	}
-	e.mu.Unlock()
-	if closed {
-		// Close ran while the container started: it did not see this one.
-		err := sb.Close(ctx)
-		return nil, fmt.Errorf("create sandbox for chat %s: the executor was closed meanwhile: %w", chat, errors.Join(executor.ErrNotRunning, err))
+	if err := e.sandboxes.Add(ctx, sbID, sb); err != nil {
+		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)
 	}
 	logger.Debug("sandbox ready", "sandbox", sbID, "container", shortID(sb.id), "duration", time.Since(start), "exec_path", sb.runner.path(), "oom_counter", fmt.Sprintf("%T", sb.oom))
 	return sb, nil
@@ -381,7 +368,7 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 	if err != nil {
 		return nil, errors.Join(err, ws.Close(), quota.release())
 	}
-	sb := &Sandbox{e: e, sandboxID: sbID, hostDir: hostDir, ws: ws, quota: quota, plan: p, logger: logger.With("sandbox", sbID)}
+	sb := &Sandbox{e: e, sandboxID: sbID, hostDir: hostDir, ws: ws, HostFS: ws, quota: quota, plan: p, logger: logger.With("sandbox", sbID)}
 	defer func() {
 		if err != nil {
 			cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.CallTimeout)
@@ -571,64 +558,23 @@ func (e *Executor) removeHostDir(id string) error {
 	return nil
 }
 
-func (e *Executor) addPending(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return false
-	}
-	e.pending[id] = true
-	e.inflight.Add(1)
-	return true
-}
-
-func (e *Executor) donePending(id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.pending, id)
-	e.inflight.Done()
-}
-
-func (e *Executor) forget(s *Sandbox) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.open, s.sandboxID)
-}
-
 // holds reports whether a live lease of this executor holds sandbox id.
-func (e *Executor) holds(sandboxID string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.pending[sandboxID] || e.open[sandboxID] != nil
-}
+func (e *Executor) holds(sandboxID string) bool { return e.sandboxes.Holds(sandboxID) }
 
 // Close stops the timers, closes the sandboxes still open, releases the
 // instance lock and the Docker client. It is safe to call more than once.
 func (e *Executor) Close() error {
 	e.closeMu.Lock()
 	defer e.closeMu.Unlock()
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	if !e.sandboxes.Shut() {
 		return nil
 	}
-	e.closed = true
-	e.mu.Unlock()
 	close(e.stopBg)
 	e.bgDone.Wait()
 	// Creates under way finish first (and close what they made), so that
 	// the client and the data dir are still open for them.
-	e.inflight.Wait()
-	e.mu.Lock()
-	open := make([]*Sandbox, 0, len(e.open))
-	for _, s := range e.open {
-		open = append(open, s)
-	}
-	e.mu.Unlock()
-	var errs []error
-	for _, s := range open {
-		errs = append(errs, s.Close(context.Background()))
-	}
+	n, err := e.sandboxes.CloseAll(context.Background())
+	errs := []error{err}
 	e.unmountImages()
 	e.unmountSandboxesTmpfs()
 	// Our lock file goes while we still hold it; reconcilers that look
@@ -637,7 +583,7 @@ func (e *Executor) Close() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, e.inst.Close(), e.root.Close(), e.api.Close())
-	e.logger.Debug("executor closed", "sandboxes_closed", len(open))
+	e.logger.Debug("executor closed", "sandboxes_closed", n)
 	return errors.Join(errs...)
 }
 

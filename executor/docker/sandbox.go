@@ -26,9 +26,11 @@ type Sandbox struct {
 	sandboxID string // our id: container name suffix, host dir name
 	hostDir   string
 	ws        *executor.Workspace
-	quota     quotaHandle // the workspace's disk and inode quota
-	plan      plan
-	logger    hclog.Logger
+	// HostFS is ws: the host-side file API (ReadFile, WriteFile, ...).
+	executor.HostFS
+	quota  quotaHandle // the workspace's disk and inode quota
+	plan   plan
+	logger hclog.Logger
 
 	runner  commandRunner
 	helper  *helper.Client // nil on the docker-exec path
@@ -89,37 +91,6 @@ func (s *Sandbox) ExecPath() string { return s.runner.path() }
 
 // Deadline is when the container ends by itself.
 func (s *Sandbox) Deadline() time.Time { return s.plan.deadline }
-
-// ReadFile reads a workspace file from the host.
-func (s *Sandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
-	return s.ws.ReadFile(ctx, name)
-}
-
-// WriteFile writes a workspace file from the host, owned by the sandbox user.
-func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte) error {
-	return s.ws.WriteFile(ctx, name, data)
-}
-
-// RestoreFile writes a host-owned workspace file over whatever the agent
-// left in its way (executor.Workspace.RestoreFile).
-func (s *Sandbox) RestoreFile(ctx context.Context, name string, data []byte) error {
-	return s.ws.RestoreFile(ctx, name, data)
-}
-
-// ListDir lists a workspace directory from the host.
-func (s *Sandbox) ListDir(ctx context.Context, name string) ([]executor.FileInfo, error) {
-	return s.ws.ListDir(ctx, name)
-}
-
-// Stat describes a workspace entry from the host.
-func (s *Sandbox) Stat(ctx context.Context, name string) (executor.FileInfo, error) {
-	return s.ws.Stat(ctx, name)
-}
-
-// EditFile edits a workspace file from the host.
-func (s *Sandbox) EditFile(ctx context.Context, name string, edits []executor.Edit) (executor.EditResult, error) {
-	return s.ws.EditFile(ctx, name, edits)
-}
 
 // Exec runs cmd in the container and waits for it. When it stops early
 // (Cmd.Timeout, ctx cancelled, output over Cmd.MaxOutput) every process it
@@ -259,7 +230,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		if err := s.releaseQuota(); err != nil {
 			errs = append(errs, fmt.Errorf("release the workspace quota: %w", err))
 		}
-		s.e.forget(s)
+		s.e.sandboxes.Forget(s.sandboxID)
 		s.releaseChat()
 		s.closeErr = errors.Join(errs...)
 		if s.closeErr != nil {

@@ -120,13 +120,7 @@ func (s *Sandbox) releaseChat() {
 // parkedOn reports whether a parked sandbox of this executor is on the
 // chat: its workspace is mounted although nobody holds the chat.
 func (e *Executor) parkedOn(user, chat string) bool {
-	e.mu.Lock()
-	open := make([]*Sandbox, 0, len(e.open))
-	for _, s := range e.open {
-		open = append(open, s)
-	}
-	e.mu.Unlock()
-	for _, s := range open {
+	for _, s := range e.sandboxes.Open() {
 		if s.plan.spec.UserID != user || s.plan.spec.ChatID != chat {
 			continue
 		}
@@ -144,10 +138,8 @@ func (e *Executor) parkedOn(user, chat string) bool {
 // whether it did: a new sandbox on the chat replaces an idle session
 // container of this instance.
 func (e *Executor) closeParked(ctx context.Context, id string) bool {
-	e.mu.Lock()
-	s := e.open[id]
-	e.mu.Unlock()
-	if s == nil {
+	s, ok := e.sandboxes.Get(id)
+	if !ok {
 		return false
 	}
 	s.relMu.Lock()

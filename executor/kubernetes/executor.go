@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -29,12 +28,9 @@ type Executor struct {
 	cfg    *rest.Config
 	cs     kubernetes.Interface
 	logger hclog.Logger
-	leases *leases
+	leases *executor.Leases
 
-	mu     sync.Mutex
-	open   map[string]*Sandbox // by pod name
-	closed bool
-	wg     sync.WaitGroup // creates under way
+	sandboxes *executor.Registry[*Sandbox] // by pod name
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -83,7 +79,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 
 // newExecutor builds an Executor over cs (a fake clientset in unit tests).
 func newExecutor(o Options, cfg *rest.Config, cs kubernetes.Interface) *Executor {
-	return &Executor{o: o, cfg: cfg, cs: cs, logger: o.Logger.Named("kubernetes").With("instance", o.InstanceID), leases: newLeases(), open: map[string]*Sandbox{}}
+	return &Executor{o: o, cfg: cfg, cs: cs, logger: o.Logger.Named("kubernetes").With("instance", o.InstanceID), leases: executor.NewLeases(), sandboxes: executor.NewRegistry[*Sandbox]()}
 }
 
 // Create leases the chat, removes any pod left on it, makes the workspace
@@ -94,36 +90,34 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, fmt.Errorf("kubernetes executor: closed: %w", executor.ErrNotRunning)
+	name := "abx-" + p.chat[:12] + "-" + randomID()[:8]
+	done, err := e.sandboxes.Begin(name)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
-	e.wg.Add(1)
-	e.mu.Unlock()
-	defer e.wg.Done()
+	defer done()
 
 	wait := spec.LeaseWait
 	if wait == 0 {
 		wait = e.o.DefaultLeaseWait
 	}
-	release, err := e.leases.acquire(ctx, p.chat, wait)
+	release, err := e.leases.Acquire(ctx, p.chat, wait)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: chat %s/%s: %w", spec.UserID, spec.ChatID, err)
 	}
-	sb, err := e.create(ctx, p)
+	sb, err := e.create(ctx, p, name)
 	if err != nil {
 		release()
 		return nil, err
 	}
 	sb.release = release
-	e.mu.Lock()
-	e.open[sb.name] = sb
-	e.mu.Unlock()
+	if err := e.sandboxes.Add(ctx, name, sb); err != nil {
+		return nil, fmt.Errorf("kubernetes executor: chat %s/%s: %w", spec.UserID, spec.ChatID, err)
+	}
 	return sb, nil
 }
 
-func (e *Executor) create(ctx context.Context, p plan) (*Sandbox, error) {
+func (e *Executor) create(ctx context.Context, p plan, name string) (*Sandbox, error) {
 	if err := e.removeChatPods(ctx, p.chat); err != nil {
 		return nil, err
 	}
@@ -132,7 +126,6 @@ func (e *Executor) create(ctx context.Context, p plan) (*Sandbox, error) {
 			return nil, err
 		}
 	}
-	name := "abx-" + p.chat[:12] + "-" + randomID()[:8]
 	pod := e.pod(p, name)
 	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
 	_, err := e.cs.CoreV1().Pods(e.o.Namespace).Create(cctx, pod, metav1.CreateOptions{})
@@ -341,31 +334,11 @@ func isConnError(err error) bool {
 // Close closes the sandboxes still open (deleting their pods) and refuses
 // new ones. Workspace claims are kept.
 func (e *Executor) Close() error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	if !e.sandboxes.Shut() {
 		return nil
 	}
-	e.closed = true
-	e.mu.Unlock()
-	e.wg.Wait()
-	e.mu.Lock()
-	open := make([]*Sandbox, 0, len(e.open))
-	for _, sb := range e.open {
-		open = append(open, sb)
-	}
-	e.mu.Unlock()
-	var errs []error
-	for _, sb := range open {
-		errs = append(errs, sb.Close(context.Background()))
-	}
-	return errors.Join(errs...)
-}
-
-func (e *Executor) forget(name string) {
-	e.mu.Lock()
-	delete(e.open, name)
-	e.mu.Unlock()
+	_, err := e.sandboxes.CloseAll(context.Background())
+	return err
 }
 
 func randomID() string {

@@ -43,7 +43,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		s.mu.Unlock()
 		s.closePF()
 		s.closeErr = s.e.deletePod(context.WithoutCancel(ctx), s.name)
-		s.e.forget(s.name)
+		s.e.sandboxes.Forget(s.name)
 		if s.release != nil {
 			s.release()
 		}

@@ -30,17 +30,14 @@ type Executor struct {
 	prlimit   string
 	helperBin string
 	cgroups   *cgroupBase // nil: rlimits only
-	leases    *leases
+	leases    *executor.Leases
 	root      *os.Root // DataDir
 
 	envOnce sync.Once
 	env     Environment
 	envErr  error
 
-	mu      sync.Mutex
-	open    map[string]*Sandbox
-	closed  bool
-	pending sync.WaitGroup
+	sandboxes *executor.Registry[*Sandbox] // by sandbox id
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -88,7 +85,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	}
 	e := &Executor{
 		o: o, logger: o.Logger, bwrap: tools.bwrap, prlimit: tools.prlimit, helperBin: helperBin, cgroups: cg,
-		leases: newLeases(), root: root, open: map[string]*Sandbox{},
+		leases: executor.NewLeases(), root: root, sandboxes: executor.NewRegistry[*Sandbox](),
 	}
 	e.logger.Info("local executor ready (bubblewrap, no container)", "bwrap", tools.bwrap, "data", o.DataDir,
 		"sandbox_uid", sandboxUID(DefaultUID), "limits", cg.describe(), "cgroup_note", why)
@@ -197,16 +194,14 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 	}
 	user, chat := p.spec.UserID, p.spec.ChatID
 	logger := e.logger.With("user", user, "chat", chat)
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, fmt.Errorf("create sandbox: the executor is closed: %w", executor.ErrNotRunning)
+	id := randomID()
+	done, err := e.sandboxes.Begin(id)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
-	e.pending.Add(1)
-	e.mu.Unlock()
-	defer e.pending.Done()
+	defer done()
 
-	unlease, err := e.leases.acquire(ctx, user+"/"+chat, p.spec.LeaseWait)
+	unlease, err := e.leases.Acquire(ctx, user+"/"+chat, p.spec.LeaseWait)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)
 	}
@@ -221,22 +216,15 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 		_ = lock.Close()
 		unlease()
 	}
-	sb, err := e.start(ctx, p, randomID(), logger)
+	sb, err := e.start(ctx, p, id, logger)
 	if err != nil {
 		release()
 		logger.Warn("create sandbox failed", "error", err)
 		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)
 	}
 	sb.release = release
-	e.mu.Lock()
-	closed := e.closed
-	if !closed {
-		e.open[sb.id] = sb
-	}
-	e.mu.Unlock()
-	if closed {
-		err := sb.Close(ctx)
-		return nil, fmt.Errorf("create sandbox for chat %s: the executor was closed meanwhile: %w", chat, errors.Join(executor.ErrNotRunning, err))
+	if err := e.sandboxes.Add(ctx, sb.id, sb); err != nil {
+		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)
 	}
 	logger.Debug("sandbox ready", "sandbox", sb.id, "pid", sb.initPID, "duration", time.Since(start))
 	return sb, nil
@@ -303,35 +291,14 @@ func (e *Executor) lockChat(ctx context.Context, user, chat string, wait time.Du
 	}
 }
 
-func (e *Executor) forget(s *Sandbox) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.open, s.id)
-}
-
 // Close closes the sandboxes still open and releases the data directory.
 // It is safe to call more than once.
 func (e *Executor) Close() error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	if !e.sandboxes.Shut() {
 		return nil
 	}
-	e.closed = true
-	e.mu.Unlock()
-	e.pending.Wait()
-	e.mu.Lock()
-	open := make([]*Sandbox, 0, len(e.open))
-	for _, s := range e.open {
-		open = append(open, s)
-	}
-	e.mu.Unlock()
-	var errs []error
-	for _, s := range open {
-		errs = append(errs, s.Close(context.Background()))
-	}
-	errs = append(errs, e.root.Close())
-	return errors.Join(errs...)
+	_, err := e.sandboxes.CloseAll(context.Background())
+	return errors.Join(err, e.root.Close())
 }
 
 // randomID returns 16 hex digits.
@@ -339,56 +306,4 @@ func randomID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// leases gives one holder at a time per chat inside this process.
-type leases struct {
-	mu sync.Mutex
-	m  map[string]*leaseEntry
-}
-
-type leaseEntry struct {
-	token chan struct{} // capacity 1: full while held
-	refs  int           // holders and waiters
-}
-
-func newLeases() *leases { return &leases{m: map[string]*leaseEntry{}} }
-
-// acquire waits up to wait for key and returns its release function (safe
-// to call more than once). Entries go when nobody holds or waits.
-func (l *leases) acquire(ctx context.Context, key string, wait time.Duration) (func(), error) {
-	l.mu.Lock()
-	le := l.m[key]
-	if le == nil {
-		le = &leaseEntry{token: make(chan struct{}, 1)}
-		l.m[key] = le
-	}
-	le.refs++
-	l.mu.Unlock()
-	unref := func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if le.refs--; le.refs == 0 {
-			delete(l.m, key)
-		}
-	}
-	var once sync.Once
-	release := func() { once.Do(func() { <-le.token; unref() }) }
-	select {
-	case le.token <- struct{}{}:
-		return release, nil
-	default:
-	}
-	t := time.NewTimer(max(wait, 0))
-	defer t.Stop()
-	select {
-	case le.token <- struct{}{}:
-		return release, nil
-	case <-t.C:
-		unref()
-		return nil, fmt.Errorf("another request is using this chat and did not finish within %v; retry later or raise the lease wait: %w", wait, executor.ErrBusy)
-	case <-ctx.Done():
-		unref()
-		return nil, fmt.Errorf("waiting for this chat's lease: %w", ctx.Err())
-	}
 }

@@ -33,10 +33,12 @@ type Sandbox struct {
 	id      string
 	hostDir string
 	ws      *executor.Workspace
-	plan    plan
-	logger  hclog.Logger
-	cg      *sandboxCgroup
-	client  *helper.Client
+	// HostFS is ws: the host-side file API (ReadFile, WriteFile, ...).
+	executor.HostFS
+	plan   plan
+	logger hclog.Logger
+	cg     *sandboxCgroup
+	client *helper.Client
 
 	cmd     *exec.Cmd
 	initPID int           // the pid namespace's init (bwrap's child), host pid
@@ -77,7 +79,7 @@ func (e *Executor) start(ctx context.Context, p plan, id string, logger hclog.Lo
 	if err != nil {
 		return nil, errors.Join(err, ws.Close())
 	}
-	sb := &Sandbox{e: e, id: id, hostDir: hostDir, ws: ws, plan: p, logger: logger.With("sandbox", id), exited: make(chan struct{})}
+	sb := &Sandbox{e: e, id: id, hostDir: hostDir, ws: ws, HostFS: ws, plan: p, logger: logger.With("sandbox", id), exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			sb.kill()
@@ -89,7 +91,7 @@ func (e *Executor) start(ctx context.Context, p plan, id string, logger hclog.Lo
 			}
 		}
 	}()
-	sb.cg, err = e.cgroups.create("sb-"+id, limits{memory: p.spec.MemoryBytes, cpus: p.spec.CPUs, pids: p.spec.PidsLimit})
+	sb.cg, err = e.cgroups.create(cgroupName(id), limits{memory: p.spec.MemoryBytes, cpus: p.spec.CPUs, pids: p.spec.PidsLimit})
 	if err != nil {
 		return nil, err
 	}
@@ -318,37 +320,6 @@ func (s *Sandbox) Deadline() time.Time { return s.plan.deadline }
 // PID is the host pid of the sandbox's init (its pid namespace's pid 1).
 func (s *Sandbox) PID() int { return s.initPID }
 
-// ReadFile reads a workspace file from the host.
-func (s *Sandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
-	return s.ws.ReadFile(ctx, name)
-}
-
-// WriteFile writes a workspace file from the host, owned by the sandbox user.
-func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte) error {
-	return s.ws.WriteFile(ctx, name, data)
-}
-
-// RestoreFile writes a host-owned workspace file over whatever the agent
-// left in its way (executor.Workspace.RestoreFile).
-func (s *Sandbox) RestoreFile(ctx context.Context, name string, data []byte) error {
-	return s.ws.RestoreFile(ctx, name, data)
-}
-
-// ListDir lists a workspace directory from the host.
-func (s *Sandbox) ListDir(ctx context.Context, name string) ([]executor.FileInfo, error) {
-	return s.ws.ListDir(ctx, name)
-}
-
-// Stat describes a workspace entry from the host.
-func (s *Sandbox) Stat(ctx context.Context, name string) (executor.FileInfo, error) {
-	return s.ws.Stat(ctx, name)
-}
-
-// EditFile edits a workspace file from the host.
-func (s *Sandbox) EditFile(ctx context.Context, name string, edits []executor.Edit) (executor.EditResult, error) {
-	return s.ws.EditFile(ctx, name, edits)
-}
-
 // Exec runs cmd in the sandbox through the helper and waits for it. A
 // stopped command (Cmd.Timeout, ctx, output over Cmd.MaxOutput) has its
 // process group killed by the helper. OOMKilled reports that the sandbox's
@@ -449,7 +420,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		}
 		t.Stop()
 		errs = append(errs, s.cg.remove(), s.ws.Close(), s.e.removeHostDir(s.id))
-		s.e.forget(s)
+		s.e.sandboxes.Forget(s.id)
 		s.release()
 		if err := errors.Join(errs...); err != nil {
 			s.closeErr = fmt.Errorf("close sandbox %s: %w", s.id, err)
