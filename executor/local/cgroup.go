@@ -90,14 +90,29 @@ func detectV2(root, own string) (*cgroupBase, string) {
 	return &cgroupBase{v2: true, dirs: map[string]string{"": dir}}, ""
 }
 
+// cgroupName is the cgroup of sandbox id: it names the gateway process
+// that made it, so that removeStale in another gateway (or another test
+// binary) on the same host leaves it alone while that process lives.
+func cgroupName(id string) string { return fmt.Sprintf("sb-%d-%s", os.Getpid(), id) }
+
 // removeStale deletes the empty sandbox cgroups a killed gateway left in
-// dir (a cgroup with processes refuses removal and stays).
+// dir: those of processes that no longer exist (a cgroup with processes
+// refuses removal and stays). A live gateway's cgroups are not touched,
+// even empty ones it is about to fill.
 func removeStale(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "sb-") {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
+		rest, ok := strings.CutPrefix(e.Name(), "sb-")
+		if !e.IsDir() || !ok {
+			continue
 		}
+		pid, _, ok := strings.Cut(rest, "-")
+		if n, err := strconv.Atoi(pid); ok && err == nil && n > 0 {
+			if _, err := os.Stat("/proc/" + pid); err == nil {
+				continue // its gateway still runs
+			}
+		}
+		_ = os.Remove(filepath.Join(dir, e.Name()))
 	}
 }
 
