@@ -371,7 +371,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call := Call{Model: sh.model, Stream: sh.stream}
-	if err := p.reserve(start); err != nil {
+	// Checked now, not at arrival: the wait for a slot or for the body may
+	// have outlasted the wall time (a slot freed by the wall time's own
+	// cut can be taken in the same instant).
+	if err := p.reserve(time.Now()); err != nil {
 		call.Status, call.Error, call.Duration = http.StatusForbidden, err.Error(), time.Since(start)
 		p.record(call)
 		p.refuse(w, r, p.budgetRefusal(err))
