@@ -17,6 +17,9 @@ import (
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 )
 
+// longCommand runs for two minutes, one second at a time.
+const longCommand = "i=0; while [ $i -lt 120 ]; do sleep 1; i=$((i+1)); done"
+
 // TestFaultContainerRemovedMidRun removes the sandbox's container (as an
 // operator's `docker rm -f` would) while the agent runs a long command:
 // the client gets an error that names what happened, nothing is left
@@ -31,7 +34,10 @@ func TestFaultContainerRemovedMidRun(t *testing.T) {
 	var slept atomic.Bool
 	g.Model.SetScript(func(r *scriptedapi.Request) scriptedapi.Turn {
 		if slices.Contains(r.ToolNames(), "Bash") && slept.CompareAndSwap(false, true) {
-			return scriptedapi.Call("Bash", map[string]string{"command": "sleep 120", "description": "wait"})
+			// Not a plain `sleep 120`: Claude Code 2.1.330 refuses a
+			// command that starts with a long sleep, and the run would end
+			// before the removal.
+			return scriptedapi.Call("Bash", map[string]string{"command": longCommand, "description": "wait"})
 		}
 		return offlineScript(r)
 	})
@@ -58,6 +64,11 @@ func TestFaultContainerRemovedMidRun(t *testing.T) {
 	}
 	ids := managedContainers(t, data)
 	require.Len(t, ids, 1)
+	// The command runs in the container before it goes.
+	require.Eventually(t, func() bool {
+		out, _ := exec.Command("docker", "top", ids[0], "-o", "args").CombinedOutput()
+		return strings.Contains(string(out), "sleep 1")
+	}, time.Minute, 100*time.Millisecond, "the agent's command runs")
 	out, err := exec.Command("docker", "rm", "-f", ids[0]).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
