@@ -13,7 +13,7 @@ include examples/images/VERSIONS
 # The sandbox image with the previous pin, for test-claude-previous.
 PREVIOUS_IMAGE ?= agentbox/sandbox-claude:$(CLAUDE_CODE_VERSION_PREVIOUS)
 
-.PHONY: all setup helper image image-previous test test-claude-previous vet lint demo clean k8s-up k8s-down
+.PHONY: all setup helper image image-previous test test-claude-previous test-runsc vet lint demo clean k8s-up k8s-down
 
 all: vet test
 
@@ -47,6 +47,12 @@ image-previous: helper
 ## test-claude-previous: the claude package's tests (runner conformance, e2e) against the previous CLI pin
 test-claude-previous: image-previous
 	AGENTBOX_TEST_IMAGE=$(PREVIOUS_IMAGE) $(GO) test $(TEST_FLAGS) ./claude
+
+## test-runsc: the end-to-end tests again on gVisor: registers Debian's runsc with dockerd (AGENTBOX_RUNSC=1 .ci/setup), then the claude package's e2e suite and the executor's and attacks' runsc tests
+test-runsc:
+	@AGENTBOX_RUNSC=1 .ci/setup
+	AGENTBOX_RUNSC=1 AGENTBOX_TEST_RUNTIME=runsc $(GO) test $(TEST_FLAGS) -run '^TestE2E$$' ./claude
+	AGENTBOX_RUNSC=1 $(GO) test $(TEST_FLAGS) -run 'Runsc|TestAttackReadHostPathsFromMounts/runsc' ./executor/docker ./internal/hostile
 
 ## vet: go vet over every package
 vet:

@@ -55,7 +55,7 @@ func BenchmarkRunOverhead(b *testing.B) {
 	b.Run("cli_version", func(b *testing.B) {
 		sb, err := env.e.Create(context.Background(), executor.Spec{
 			UserID: "u1", ChatID: "benchversion", MemoryBytes: 1 << 30, CPUs: 1, PidsLimit: 256,
-			Timeout: 5 * time.Minute, Network: "none",
+			Timeout: 5 * time.Minute, Network: "none", Runtime: env.runtime,
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -43,6 +43,8 @@ type e2eEnv struct {
 	// that version does where versions differ.
 	version string
 	cli     cliBehaviour
+	// runtime is the OCI runtime of the sandboxes (testenv.Runtime).
+	runtime string
 }
 
 // relaySandbox is a sandbox with the helper's model relay (both backends).
@@ -79,7 +81,7 @@ func newE2ELocal(t testing.TB) *e2eEnv {
 	version, _, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
 	cli, ok := cliBehaviours[version]
 	require.True(t, ok, "the host's claude is version %q, which cliBehaviours does not list; run the e2e tests against it and record what differs", version)
-	return &e2eEnv{e: e, dataDir: dataDir, version: version, cli: cli}
+	return &e2eEnv{e: e, dataDir: dataDir, version: version, cli: cli, runtime: testenv.Runtime(t)}
 }
 
 // cliBehaviour is what differs between the CLI versions the e2e tests
@@ -124,7 +126,7 @@ func newE2E(t testing.TB) *e2eEnv {
 	version := testenv.ImageLabel(t, img, imageVersionLabel)
 	cli, ok := cliBehaviours[version]
 	require.True(t, ok, "image %s has CLI version %q (label %s), which cliBehaviours does not list; run the e2e tests against it and record what differs", img, version, imageVersionLabel)
-	return &e2eEnv{e: e, dataDir: dataDir, version: version, cli: cli}
+	return &e2eEnv{e: e, dataDir: dataDir, version: version, cli: cli, runtime: testenv.Runtime(t)}
 }
 
 // e2eOpts vary one run.
@@ -165,7 +167,7 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *scriptedapi.Server, req e
 	t0 := time.Now()
 	sbi, err := env.e.Create(ctx, executor.Spec{
 		UserID: "u1", ChatID: chat, AssistantID: "claude-e2e", MemoryBytes: 1 << 30, CPUs: 1, PidsLimit: 256,
-		Timeout: 5 * time.Minute, LeaseWait: 30 * time.Second, Network: "none",
+		Timeout: 5 * time.Minute, LeaseWait: 30 * time.Second, Network: "none", Runtime: env.runtime,
 	})
 	require.NoError(t, err)
 	out.create = time.Since(t0)

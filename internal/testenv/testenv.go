@@ -99,6 +99,35 @@ func Image() string {
 	return DefaultImage
 }
 
+// Runtime returns the OCI runtime the end-to-end tests run their sandboxes
+// with: $AGENTBOX_TEST_RUNTIME ("" for the daemon's default, runc). A
+// named runtime the daemon does not list is unavailable: `make test-runsc`
+// runs the end-to-end tests again on gVisor this way.
+func Runtime(t testing.TB) string {
+	t.Helper()
+	rt := os.Getenv("AGENTBOX_TEST_RUNTIME")
+	if rt == "" {
+		return ""
+	}
+	RequireDocker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := dockerGet(ctx, "/info")
+	if err != nil {
+		unavailable(t, "cannot ask the daemon for its runtimes: %v", err)
+		return rt
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var info struct{ Runtimes map[string]json.RawMessage }
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		t.Fatalf("decode the daemon's /info: %v", err)
+	}
+	if _, ok := info.Runtimes[rt]; !ok {
+		unavailable(t, "AGENTBOX_TEST_RUNTIME=%s but the Docker daemon has no such runtime; for runsc run AGENTBOX_RUNSC=1 .ci/setup", rt)
+	}
+	return rt
+}
+
 // RequireImage requires Docker and the test image, and returns the image.
 func RequireImage(t testing.TB) string {
 	t.Helper()
