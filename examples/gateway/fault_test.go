@@ -66,7 +66,7 @@ func TestFaultContainerRemovedMidRun(t *testing.T) {
 	require.Len(t, ids, 1)
 	// The command runs in the container before it goes.
 	require.Eventually(t, func() bool {
-		out, _ := exec.Command("docker", "top", ids[0], "-o", "args").CombinedOutput()
+		out, _ := exec.Command("docker", "top", ids[0]).CombinedOutput()
 		return strings.Contains(string(out), "sleep 1")
 	}, time.Minute, 100*time.Millisecond, "the agent's command runs")
 	out, err := exec.Command("docker", "rm", "-f", ids[0]).CombinedOutput()
