@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/jsonl"
+	"github.com/agentbox/agentbox/internal/reminder"
 )
 
 // ErrNoResult is matched by the error Parse returns when the CLI's output
@@ -445,30 +445,7 @@ func parentID(v gjson.Result) string {
 // the result to the model itself; a client showing the tool's output
 // does not. An unterminated block is kept, so output that merely
 // mentions the tag is not cut.
-func StripSystemReminders(s string) string {
-	const open, end = "<system-reminder>", "</system-reminder>"
-	if !strings.Contains(s, open) {
-		return s
-	}
-	// The text around the blocks, each part trimmed where a block was
-	// cut out and joined by one newline.
-	var parts []string
-	rest := s
-	for {
-		i := strings.Index(rest, open)
-		if i < 0 {
-			break
-		}
-		j := strings.Index(rest[i:], end)
-		if j < 0 {
-			break
-		}
-		parts = append(parts, strings.TrimRight(rest[:i], " \t\n"))
-		rest = strings.TrimLeft(rest[i+j+len(end):], " \t\n")
-	}
-	parts = append(parts, rest)
-	return strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), "\n")
-}
+func StripSystemReminders(s string) string { return reminder.Strip(s) }
 
 // resultText flattens a tool_result's content: a string, or blocks of
 // which text is kept and others are named.

@@ -193,7 +193,7 @@ func (g *Gateway) load(o Options) (*config.Gateway, error) {
 func offlineScript(r *scriptedapi.Request) scriptedapi.Turn {
 	if strings.Contains(strings.ToLower(r.AllText()), "who am i") {
 		if res := r.NewToolResults(); len(res) > 0 {
-			return scriptedapi.Say("The gateway says:\n" + res[len(res)-1].Result)
+			return scriptedapi.Say("The gateway says:\n" + res[len(res)-1].Output())
 		}
 		return scriptedapi.Call("mcp__gateway__whoami", map[string]any{})
 	}

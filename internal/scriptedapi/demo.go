@@ -28,11 +28,11 @@ func Demo(workdir string) Script {
 		last := results[len(results)-1]
 		switch {
 		case last.IsError:
-			return Say(fmt.Sprintf("The %s tool failed: %s", last.Name, strings.TrimSpace(last.Result)))
+			return Say(fmt.Sprintf("The %s tool failed: %s", last.Name, strings.TrimSpace(last.Output())))
 		case last.Name == "Write":
 			return Call("Bash", map[string]string{"command": "cat " + DemoFile, "description": "Print " + DemoFile})
 		default:
-			return Say(fmt.Sprintf("Done. `cat %s` printed: %s", DemoFile, strings.TrimSpace(last.Result)))
+			return Say(fmt.Sprintf("Done. `cat %s` printed: %s", DemoFile, strings.TrimSpace(last.Output())))
 		}
 	}
 }

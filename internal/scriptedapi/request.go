@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/reminder"
 )
 
 // Request is one request the server received, as recorded for assertions.
@@ -106,6 +108,10 @@ type ToolCall struct {
 	Result  string
 	IsError bool
 }
+
+// Output is Result without the <system-reminder> blocks the CLI appends
+// to tool results: the tool's own output, what a model quoting it repeats.
+func (c ToolCall) Output() string { return reminder.Strip(c.Result) }
 
 // LastUserText is the text of the last user message (tool results and
 // other blocks left out).

@@ -310,9 +310,10 @@ func TestDemoScript(t *testing.T) {
 
 	afterBash := demo(req(
 		asst(ContentBlock{Type: "tool_use", ID: "t2", Name: "Bash"}),
-		user(ContentBlock{Type: "tool_result", ToolUseID: "t2", Content: Content{{Type: "text", Text: "hello from the sandbox"}}}),
+		user(ContentBlock{Type: "tool_result", ToolUseID: "t2", Content: Content{{Type: "text", Text: "hello from the sandbox\n\n<system-reminder>\n<total_tokens>14999897 tokens left</total_tokens>\n</system-reminder>"}}}),
 	))
-	assert.Equal(t, "Done. `cat hello.txt` printed: hello from the sandbox", afterBash.Blocks[0].Text)
+	assert.Equal(t, "Done. `cat hello.txt` printed: hello from the sandbox", afterBash.Blocks[0].Text,
+		"the CLI's <system-reminder> notes are not the tool's output and are not quoted")
 
 	failed := demo(req(
 		asst(ContentBlock{Type: "tool_use", ID: "t3", Name: "Bash"}),
