@@ -21,8 +21,8 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
+	"github.com/agentbox/agentbox/internal/scriptedopenai"
 	"github.com/agentbox/agentbox/middleware"
-	"github.com/agentbox/agentbox/middleware/openai"
 )
 
 // offlineKey stands in for a connector key that is not configured when the
@@ -61,15 +61,18 @@ type Options struct {
 	OTLPEndpoint string
 }
 
-// Gateway is the running example gateway: the OpenAI-compatible adapter
-// over a handler chain of the agentbox middleware and the gateway's own
-// direct connector call.
+// Gateway is the running example gateway: agentbox's HTTP middleware in
+// front of the gateway's own plain path, a reverse proxy to the
+// connectors (upstream).
 type Gateway struct {
 	// URL is the base URL of the HTTP server (http://127.0.0.1:port).
 	URL string
 	// Model is the scripted model server when some connector runs
 	// offline, else nil.
 	Model *scriptedapi.Server
+	// PlainModel answers Model's OpenAI-compatible /v1/chat/completions,
+	// which plain assistants use (see upstream); nil when Model is.
+	PlainModel *scriptedopenai.Server
 	// Config is the loaded gateway directory.
 	Config *config.Gateway
 
@@ -118,12 +121,8 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		return g, err
 	}
 	g.orch, g.catalog = g.stack.Orchestrator, g.stack.Catalog
-	cat := g.stack.Catalog
-	next := &direct{assistants: g.Config.Assistants}
-	api, err := openai.New(openai.Options{Handler: middleware.Chain(next, g.orch.Wrap), Catalog: cat, Logger: g.log.Named("http")})
-	if err != nil {
-		return g, err
-	}
+	// agentbox in front of the gateway's own plain path.
+	api := g.stack.Middleware(newUpstream(g.Config.Assistants, g.log.Named("upstream")))
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return g, fmt.Errorf("listen on %s: %w; pass another -addr", o.Addr, err)
@@ -167,7 +166,9 @@ func (g *Gateway) load(o Options) (*config.Gateway, error) {
 			return nil, fmt.Errorf("connector %q (%s): Cursor's CLI cannot run offline; export %s", c.ID, c.File, c.KeyEnv)
 		}
 		if g.Model == nil {
-			g.Model = scriptedapi.Start(scriptedapi.WithScript(offlineScript), scriptedapi.WithLogger(g.log.Named("scripted-model")))
+			g.PlainModel = scriptedopenai.New(scriptedopenai.WithScript(offlinePlain))
+			g.Model = scriptedapi.Start(scriptedapi.WithScript(offlineScript), scriptedapi.WithChatCompletions(g.PlainModel),
+				scriptedapi.WithLogger(g.log.Named("scripted-model")))
 		}
 		c.Host = g.Model.URL
 		offline = append(offline, c.ID)
@@ -186,10 +187,9 @@ func (g *Gateway) load(o Options) (*config.Gateway, error) {
 	return cfg, nil
 }
 
-// offlineScript answers the offline demo: "who am I" calls the gateway's
-// whoami tool and quotes it; another agent request (it carries tools) gets
-// scriptedapi's Demo, which writes hello.txt and runs cat on it; a plain
-// chat request gets a short answer that quotes the prompt.
+// offlineScript answers the offline demo's agents: "who am I" calls the
+// gateway's whoami tool and quotes it; another request gets scriptedapi's
+// Demo, which writes hello.txt and runs cat on it.
 func offlineScript(r *scriptedapi.Request) scriptedapi.Turn {
 	if strings.Contains(strings.ToLower(r.AllText()), "who am i") {
 		if res := r.NewToolResults(); len(res) > 0 {
@@ -197,19 +197,16 @@ func offlineScript(r *scriptedapi.Request) scriptedapi.Turn {
 		}
 		return scriptedapi.Call("mcp__gateway__whoami", map[string]any{})
 	}
-	if len(r.ToolNames()) > 0 {
-		return scriptedapi.Demo(executor.ContainerWorkdir)(r)
-	}
-	t := scriptedapi.Say(fmt.Sprintf("(scripted model) You said: %q", strings.TrimSpace(r.LastUserText())))
-	u := plainUsage(r)
-	t.Usage = &u
-	return t
+	return scriptedapi.Demo(executor.ContainerWorkdir)(r)
 }
 
-// plainUsage is the usage the offline model reports for a plain chat
-// request: about one token per four bytes of the request.
-func plainUsage(r *scriptedapi.Request) scriptedapi.Usage {
-	return scriptedapi.Usage{InputTokens: int64(len(r.Raw)/4 + 1), OutputTokens: 12}
+// offlinePlain answers a plain assistant's chat request offline with a
+// short answer that quotes the prompt, and usage of about one token per
+// four bytes of the request.
+func offlinePlain(r *scriptedopenai.Request) scriptedopenai.Turn {
+	t := scriptedopenai.Say(fmt.Sprintf("(scripted model) You said: %q", strings.TrimSpace(r.LastUserText())))
+	t.Usage = &scriptedopenai.Usage{PromptTokens: int64(len(r.Raw)/4 + 1), CompletionTokens: 12}
+	return t
 }
 
 // Close stops the HTTP server, drains the runs in flight and closes

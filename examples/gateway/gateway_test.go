@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	sdk "github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -135,11 +137,14 @@ func TestStreamedEqualsNonStreamed(t *testing.T) {
 }
 
 // TestPlainAssistantPassesThrough: qa has no sandbox block; its request
-// reaches the connector as the client sent it (after the assistant's
-// prompts), and the connector's answer and usage come back unchanged.
+// goes through the gateway's own reverse proxy (upstream) to the
+// connector's OpenAI-compatible endpoint as the client sent it, after the
+// assistant's prompts, with the connector's model and key and none of the
+// client's headers; the connector's answer and usage come back unchanged.
 func TestPlainAssistantPassesThrough(t *testing.T) {
 	g, data := startGateway(t)
-	before := len(g.Model.MessageRequests())
+	require.NotNil(t, g.PlainModel)
+	before := len(g.PlainModel.Requests())
 	msgs := []sdk.ChatCompletionMessageParamUnion{
 		sdk.SystemMessage("Be terse."),
 		sdk.UserMessage("What is 2+2?"),
@@ -151,38 +156,84 @@ func TestPlainAssistantPassesThrough(t *testing.T) {
 		Model: "qa", Messages: msgs, MaxTokens: sdk.Int(100), Temperature: sdk.Float(0.5),
 	})
 	require.NoError(t, err)
-	reqs := g.Model.MessageRequests()
+	reqs := g.PlainModel.Requests()
 	require.Len(t, reqs, before+1, "one upstream call")
 	up := reqs[len(reqs)-1]
+	assert.Equal(t, "/v1/chat/completions", up.Path, "Anthropic's OpenAI-compatible endpoint")
 	assert.Equal(t, "offline-demo-key", up.APIKey, "the connector's key, not the client's")
+	assert.Empty(t, up.Header.Get("X-Agentbox-User"), "the client's headers stay at the gateway")
 	assert.Equal(t, "claude-sonnet-4-5", up.Body.Model, "the connector's model")
-	assert.Equal(t, 100, up.Body.MaxTokens)
+	assert.Equal(t, int64(100), up.Body.MaxTokens)
+	require.NotNil(t, up.Body.Temperature)
+	assert.InDelta(t, 0.5, *up.Body.Temperature, 1e-9)
 	var roles, texts []string
 	for _, m := range up.Body.Messages {
 		roles = append(roles, m.Role)
-		texts = append(texts, m.Content.Text())
+		texts = append(texts, m.Text())
 	}
-	assert.Equal(t, []string{"user", "assistant", "user"}, roles)
-	assert.Equal(t, []string{"What is 2+2?", "4.", "And 3+3?"}, texts)
-	var system []string
-	for _, b := range up.Body.System {
-		system = append(system, b.Text)
-	}
-	assert.Equal(t, []string{"Answer briefly and precisely.", "Be terse."}, system, "the assistant's prompt, then the client's")
+	assert.Equal(t, []string{"system", "system", "user", "assistant", "user"}, roles)
+	assert.Equal(t, []string{"Answer briefly and precisely.", "Be terse.", "What is 2+2?", "4.", "And 3+3?"}, texts,
+		"the assistant's prompt, then the client's conversation")
 	assert.Empty(t, up.Body.Tools)
 
 	require.Len(t, resp.Choices, 1)
 	assert.Equal(t, `(scripted model) You said: "And 3+3?"`, resp.Choices[0].Message.Content)
 	assert.Equal(t, "stop", resp.Choices[0].FinishReason)
-	u := plainUsage(up)
-	assert.Equal(t, u.InputTokens, resp.Usage.PromptTokens)
-	assert.Equal(t, u.OutputTokens, resp.Usage.CompletionTokens)
+	assert.Equal(t, int64(len(up.Raw)/4+1), resp.Usage.PromptTokens, "the connector's usage")
+	assert.Equal(t, int64(12), resp.Usage.CompletionTokens)
 	assert.Empty(t, managedContainers(t, data), "no sandbox for a plain assistant")
 	ws, err := os.ReadDir(filepath.Join(data, executor.WorkspacesDir))
 	if !errors.Is(err, os.ErrNotExist) {
 		require.NoError(t, err)
 	}
 	assert.Empty(t, ws, "no workspace either")
+
+	// Streamed, through the same proxy: the chunks and the usage the
+	// connector sent.
+	s := qc.Chat.Completions.NewStreaming(context.Background(), sdk.ChatCompletionNewParams{
+		Model: "qa", Messages: msgs, StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
+	})
+	var text strings.Builder
+	var usage sdk.CompletionUsage
+	for s.Next() {
+		for _, c := range s.Current().Choices {
+			text.WriteString(c.Delta.Content)
+		}
+		if s.Current().JSON.Usage.Valid() {
+			usage = s.Current().Usage
+		}
+	}
+	require.NoError(t, s.Err())
+	assert.Equal(t, `(scripted model) You said: "And 3+3?"`, text.String())
+	assert.Equal(t, int64(12), usage.CompletionTokens)
+}
+
+// TestPlainPathBadRequests: the plain path says what to fix, in OpenAI's
+// error JSON, and sends nothing upstream.
+func TestPlainPathBadRequests(t *testing.T) {
+	g, _ := startGateway(t)
+	before := len(g.PlainModel.Requests())
+	for name, tc := range map[string]struct {
+		body   string
+		status int
+		want   string
+	}{
+		"unknown model":       {`{"model":"nope","messages":[]}`, http.StatusNotFound, `the model \"nope\" does not exist`},
+		"model not a string":  {`{"model":5,"messages":[]}`, http.StatusBadRequest, `\"model\" must be a string`},
+		"messages not a list": {`{"model":"qa","messages":{}}`, http.StatusBadRequest, `\"messages\" must be a list`},
+		"not JSON":            {`{"model":`, http.StatusBadRequest, "not a JSON object"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp, err := http.Post(g.URL+"/v1/chat/completions", "application/json", strings.NewReader(tc.body))
+			require.NoError(t, err)
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			assert.Equal(t, tc.status, resp.StatusCode, string(b))
+			assert.Contains(t, string(b), tc.want)
+			assert.Contains(t, string(b), `"error"`)
+		})
+	}
+	assert.Len(t, g.PlainModel.Requests(), before, "nothing went upstream")
 }
 
 // interval is when a request's sandbox was up, as the client saw it.
@@ -382,6 +433,17 @@ func TestPlainAssistantOpenAIUpstream(t *testing.T) {
 	assert.Equal(t, "up-model", got[0].Model, "the connector's model")
 	assert.Equal(t, "connector-account", got[0].UserID, "the connector's key authenticated the call")
 	assert.Equal(t, []executor.Message{{Role: "system", Content: "Be kind."}, {Role: "user", Content: "hi"}}, got[0].Messages)
+
+	// The connector gone: the client gets a 502 that names it.
+	srv.Close()
+	_, err = c.Chat.Completions.New(context.Background(), sdk.ChatCompletionNewParams{
+		Model: "chat", Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage("hi")},
+	}, option.WithMaxRetries(0))
+	var apiErr *sdk.Error
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusBadGateway, apiErr.StatusCode)
+	assert.Contains(t, apiErr.Message, "did not answer")
+	assert.Contains(t, apiErr.Message, srv.URL)
 }
 
 // TestGatewayTool: the coder assistant's agent calls the gateway's own

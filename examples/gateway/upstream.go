@@ -1,212 +1,182 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"time"
 
-	"github.com/anthropics/anthropic-sdk-go"
-	aoption "github.com/anthropics/anthropic-sdk-go/option"
-	"github.com/openai/openai-go"
-	ooption "github.com/openai/openai-go/option"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox/config"
-	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/middleware"
 )
 
-// defaultMaxTokens is the Anthropic max_tokens when the client sets none
-// (the Messages API requires one).
-const defaultMaxTokens = 4096
+// maxPlainBody bounds a plain chat request's body, as the adapter bounds
+// its own.
+const maxPlainBody = 32 << 20
 
-// direct is the gateway's own next handler: it answers a plain assistant
-// (no sandbox block) by calling its connector directly, Anthropic's
-// Messages API or an OpenAI-compatible chat completions API, streaming
-// the text as events. The conversation goes upstream as the client sent
-// it, after the assistant's prompts.yml messages.
-type direct struct {
+// upstream is the gateway's own chat completions path, the handler that
+// agentbox's middleware sits in front of: a reverse proxy that answers a
+// plain assistant (no sandbox block) from its connector's OpenAI-compatible
+// chat completions API. For an openai connector that is its host; for an
+// anthropic one it is Anthropic's OpenAI SDK compatibility endpoint
+// ({host}/v1/chat/completions), which takes the key as a bearer token. The
+// request goes upstream as the client sent it (streamed or not, every
+// parameter kept) with two changes: "model" becomes the connector's model
+// and the assistant's prompts.yml messages go first. The client's own
+// headers (its credentials among them) stay here; the connector's key is
+// the only credential sent. The answer, usage included, streams back
+// unchanged.
+type upstream struct {
 	assistants map[string]*config.Assistant
+	proxy      *httputil.ReverseProxy
+	log        hclog.Logger
 }
 
-var _ middleware.Handler = (*direct)(nil)
+// target is where one request goes: set by ServeHTTP, read by rewrite.
+type target struct {
+	url *url.URL
+	key string
+}
 
-// Handle implements middleware.Handler.
-func (d *direct) Handle(ctx context.Context, req *middleware.Request, emit middleware.Emit) (*middleware.Response, error) {
-	a := d.assistants[req.AssistantID]
+// targetKey is the request context key of a target.
+type targetKey struct{}
+
+// newUpstream returns the plain path for assistants, logging through log.
+func newUpstream(assistants map[string]*config.Assistant, log hclog.Logger) *upstream {
+	u := &upstream{assistants: assistants, log: log}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = upstreamTimeout
+	u.proxy = &httputil.ReverseProxy{
+		Rewrite:   u.rewrite,
+		Transport: tr,
+		// Stream each chunk as it comes: a streamed answer is SSE.
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			t, _ := r.Context().Value(targetKey{}).(target)
+			u.log.Warn("the connector did not answer", "url", t.url, "error", err)
+			writeOpenAIError(w, http.StatusBadGateway, "upstream_error", fmt.Sprintf("the model API at %s did not answer: %v", t.url.Redacted(), err))
+		},
+	}
+	return u
+}
+
+// ServeHTTP answers POST /v1/chat/completions for the plain assistants and
+// 404 for everything else (agentbox's middleware in front serves the
+// sandboxed assistants and /v1/models).
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		writeOpenAIError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s; this gateway serves POST /v1/chat/completions and GET /v1/models", r.Method, r.URL.Path))
+		return
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, maxPlainBody+1))
+	if err != nil || len(raw) > maxPlainBody {
+		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("the request body is unreadable or larger than %d MiB", maxPlainBody>>20))
+		return
+	}
+	body, t, status, err := u.prepare(raw)
+	if err != nil {
+		writeOpenAIError(w, status, "invalid_request_error", err.Error())
+		return
+	}
+	out := r.WithContext(context.WithValue(r.Context(), targetKey{}, t))
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	u.proxy.ServeHTTP(w, out)
+}
+
+// prepare rewrites a chat request for the assistant it names and says
+// where it goes; a failure comes with the status to answer.
+func (u *upstream) prepare(raw []byte) ([]byte, target, int, error) {
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil, target{}, http.StatusBadRequest, fmt.Errorf("the request body is not a JSON object: %w", err)
+	}
+	var model string
+	if err := json.Unmarshal(req["model"], &model); err != nil || model == "" {
+		return nil, target{}, http.StatusBadRequest, errors.New(`"model" must be a string naming an assistant; GET /v1/models lists them`)
+	}
+	a := u.assistants[model]
 	if a == nil {
-		return middleware.UnknownAssistant.Handle(ctx, req, emit)
+		return nil, target{}, http.StatusNotFound, fmt.Errorf("the model %q does not exist; GET /v1/models lists them", model)
 	}
 	c := a.Connector
 	if c == nil {
-		return nil, middleware.Errorf(middleware.KindConfig, nil, "assistant %q has no connector; set \"connector\" in %s", a.ID, a.File)
+		return nil, target{}, http.StatusInternalServerError, fmt.Errorf("assistant %q has no connector; set \"connector\" in %s", a.ID, a.File)
 	}
+	var base string
 	switch c.Type {
-	case config.ConnectorAnthropic:
-		return d.anthropic(ctx, a, req, emit)
 	case config.ConnectorOpenAI:
-		return d.openai(ctx, a, req, emit)
+		base = c.Host
+	case config.ConnectorAnthropic:
+		base = c.Host + "/v1"
+	default:
+		return nil, target{}, http.StatusInternalServerError, fmt.Errorf("assistant %q: connector %q has type %q, which only a sandboxed assistant can use; give it an anthropic or openai connector", a.ID, c.ID, c.Type)
 	}
-	return nil, middleware.Errorf(middleware.KindConfig, nil,
-		"assistant %q: connector %q has type %q, which only a sandboxed assistant can use; give it an anthropic or openai connector", a.ID, c.ID, c.Type)
-}
-
-// conversation is the assistant's prompts followed by the client's
-// messages; system messages are gathered separately, in order.
-func conversation(a *config.Assistant, msgs []executor.Message) (system []string, turns []executor.Message) {
+	to, err := url.Parse(base + "/chat/completions")
+	if err != nil {
+		return nil, target{}, http.StatusInternalServerError, fmt.Errorf("connector %q: host %q: %w", c.ID, c.Host, err)
+	}
+	var msgs []json.RawMessage
+	if m, ok := req["messages"]; ok {
+		if err := json.Unmarshal(m, &msgs); err != nil {
+			return nil, target{}, http.StatusBadRequest, fmt.Errorf(`"messages" must be a list of messages: %w`, err)
+		}
+	}
+	prompts := make([]json.RawMessage, 0, len(a.Prompts)+len(msgs))
 	for _, p := range a.Prompts {
-		if p.Role == "system" {
-			system = append(system, strings.TrimSpace(p.Content))
-		} else {
-			turns = append(turns, executor.Message{Role: p.Role, Content: p.Content})
+		m, err := json.Marshal(map[string]string{"role": p.Role, "content": p.Content})
+		if err != nil {
+			return nil, target{}, http.StatusInternalServerError, err
 		}
+		prompts = append(prompts, m)
 	}
-	for _, m := range msgs {
-		if m.Role == "system" {
-			system = append(system, m.Content)
-		} else {
-			turns = append(turns, m)
-		}
+	req["model"] = json.RawMessage(strconv.Quote(c.Model))
+	if req["messages"], err = json.Marshal(append(prompts, msgs...)); err != nil {
+		return nil, target{}, http.StatusInternalServerError, err
 	}
-	return system, turns
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, target{}, http.StatusInternalServerError, err
+	}
+	return body, target{url: to, key: c.Key.Reveal()}, 0, nil
 }
 
-// maxTokens reads the client's max_completion_tokens or max_tokens.
-func maxTokens(opts map[string]any) (int64, bool) {
-	for _, k := range []string{"max_completion_tokens", "max_tokens"} {
-		if f, ok := opts[k].(float64); ok && f > 0 {
-			return int64(f), true
-		}
+// rewrite points the outbound request at its target with only the
+// headers the API needs: none of the client's reach the connector.
+func (u *upstream) rewrite(pr *httputil.ProxyRequest) {
+	t := pr.In.Context().Value(targetKey{}).(target)
+	pr.Out.URL = t.url
+	pr.Out.Host = ""
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	if a := pr.In.Header.Get("Accept"); a != "" {
+		h.Set("Accept", a)
 	}
-	return 0, false
+	h.Set("Authorization", "Bearer "+t.key)
+	h.Set("User-Agent", "agentbox-example-gateway")
+	pr.Out.Header = h
 }
 
-// upstreamError is a failed upstream call as the client should see it.
-func upstreamError(ctx context.Context, c *config.Connector, err error) error {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-		return middleware.Errorf(middleware.KindCanceled, err, "the client went away during the upstream call")
-	}
-	return middleware.Errorf(middleware.KindAgent, err, "connector %q (%s): %v", c.ID, c.Host, err)
-}
-
-// anthropic streams one Messages API call.
-func (d *direct) anthropic(ctx context.Context, a *config.Assistant, req *middleware.Request, emit middleware.Emit) (*middleware.Response, error) {
-	c := a.Connector
-	client := anthropic.NewClient(aoption.WithBaseURL(c.Host), aoption.WithAPIKey(c.Key.Reveal()), aoption.WithMaxRetries(1))
-	system, turns := conversation(a, req.Messages)
-	p := anthropic.MessageNewParams{Model: c.Model, MaxTokens: defaultMaxTokens}
-	if n, ok := maxTokens(req.Options); ok {
-		p.MaxTokens = n
-	}
-	if t, ok := req.Options["temperature"].(float64); ok {
-		p.Temperature = anthropic.Float(t)
-	}
-	for _, s := range system {
-		p.System = append(p.System, anthropic.TextBlockParam{Text: s})
-	}
-	for _, m := range turns {
-		block := anthropic.NewTextBlock(m.Content)
-		if m.Role == "assistant" {
-			p.Messages = append(p.Messages, anthropic.NewAssistantMessage(block))
-		} else {
-			p.Messages = append(p.Messages, anthropic.NewUserMessage(block))
-		}
-	}
-	stream := client.Messages.NewStreaming(ctx, p)
-	defer func() { _ = stream.Close() }()
-	var msg anthropic.Message
-	var content strings.Builder
-	for stream.Next() {
-		ev := stream.Current()
-		if err := msg.Accumulate(ev); err != nil {
-			return nil, upstreamError(ctx, c, err)
-		}
-		if delta, ok := ev.AsAny().(anthropic.ContentBlockDeltaEvent); ok {
-			if t, ok := delta.Delta.AsAny().(anthropic.TextDelta); ok && t.Text != "" {
-				content.WriteString(t.Text)
-				if err := emit(executor.Event{Kind: executor.EventText, Text: t.Text}); err != nil {
-					return nil, middleware.Errorf(middleware.KindCanceled, err, "the client went away")
-				}
-			}
-		}
-	}
-	if err := stream.Err(); err != nil {
-		return nil, upstreamError(ctx, c, err)
-	}
-	finish := executor.FinishStop
-	if msg.StopReason == anthropic.StopReasonMaxTokens {
-		finish = executor.FinishMaxTurns
-	}
-	return &middleware.Response{
-		Content:      content.String(),
-		FinishReason: finish,
-		Usage: executor.Usage{
-			InputTokens:              msg.Usage.InputTokens,
-			OutputTokens:             msg.Usage.OutputTokens,
-			CacheCreationInputTokens: msg.Usage.CacheCreationInputTokens,
-			CacheReadInputTokens:     msg.Usage.CacheReadInputTokens,
-		},
-	}, nil
-}
-
-// openai streams one chat completions call to an OpenAI-compatible API.
-func (d *direct) openai(ctx context.Context, a *config.Assistant, req *middleware.Request, emit middleware.Emit) (*middleware.Response, error) {
-	c := a.Connector
-	client := openai.NewClient(ooption.WithBaseURL(strings.TrimSuffix(c.Host, "/")+"/"), ooption.WithAPIKey(c.Key.Reveal()), ooption.WithMaxRetries(1))
-	system, turns := conversation(a, req.Messages)
-	p := openai.ChatCompletionNewParams{
-		Model:         c.Model,
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-	}
-	if n, ok := maxTokens(req.Options); ok {
-		p.MaxCompletionTokens = openai.Int(n)
-	}
-	if t, ok := req.Options["temperature"].(float64); ok {
-		p.Temperature = openai.Float(t)
-	}
-	if len(system) > 0 {
-		p.Messages = append(p.Messages, openai.SystemMessage(strings.Join(system, "\n\n")))
-	}
-	for _, m := range turns {
-		if m.Role == "assistant" {
-			p.Messages = append(p.Messages, openai.AssistantMessage(m.Content))
-		} else {
-			p.Messages = append(p.Messages, openai.UserMessage(m.Content))
-		}
-	}
-	stream := client.Chat.Completions.NewStreaming(ctx, p)
-	defer func() { _ = stream.Close() }()
-	resp := &middleware.Response{FinishReason: executor.FinishStop}
-	var content strings.Builder
-	for stream.Next() {
-		chunk := stream.Current()
-		if chunk.JSON.Usage.Valid() {
-			resp.Usage = executor.Usage{
-				InputTokens:          chunk.Usage.PromptTokens,
-				OutputTokens:         chunk.Usage.CompletionTokens,
-				CacheReadInputTokens: chunk.Usage.PromptTokensDetails.CachedTokens,
-			}
-		}
-		for _, ch := range chunk.Choices {
-			if ch.FinishReason != "" {
-				resp.FinishReason = ch.FinishReason
-			}
-			if t := ch.Delta.Content; t != "" {
-				content.WriteString(t)
-				if err := emit(executor.Event{Kind: executor.EventText, Text: t}); err != nil {
-					return nil, middleware.Errorf(middleware.KindCanceled, err, "the client went away")
-				}
-			}
-		}
-	}
-	if err := stream.Err(); err != nil {
-		return nil, upstreamError(ctx, c, err)
-	}
-	resp.Content = content.String()
-	return resp, nil
+// writeOpenAIError answers with OpenAI's error JSON.
+func writeOpenAIError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": nil}})
 }
 
 // describe names a connector for log lines.
 func describe(c *config.Connector) string {
 	return fmt.Sprintf("%s (%s %s, model %s)", c.ID, c.Type, c.Host, c.Model)
 }
+
+// upstreamTimeout bounds how long the proxy waits for the connector's
+// response headers; a streamed answer may then run as long as it runs.
+const upstreamTimeout = 5 * time.Minute

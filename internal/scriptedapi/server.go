@@ -32,6 +32,8 @@ type Server struct {
 	ts   *httptest.Server
 	done chan struct{}
 	once sync.Once
+	// chat serves POST /v1/chat/completions when set (WithChatCompletions).
+	chat http.Handler
 
 	mu       sync.Mutex
 	queue    []Turn
@@ -52,6 +54,12 @@ func WithLogger(l hclog.Logger) Option { return func(s *Server) { s.log = l } }
 
 // WithScript sets the Script consulted when the queue is empty.
 func WithScript(fn Script) Option { return func(s *Server) { s.script = fn } }
+
+// WithChatCompletions serves POST /v1/chat/completions with h (for example
+// an internal/scriptedopenai Server), as Anthropic serves its OpenAI SDK
+// compatibility endpoint beside the Messages API. Those requests are h's
+// to record, not this Server's.
+func WithChatCompletions(h http.Handler) Option { return func(s *Server) { s.chat = h } }
 
 // WithTurns enqueues turns.
 func WithTurns(turns ...Turn) Option { return func(s *Server) { s.queue = append(s.queue, turns...) } }
@@ -123,6 +131,10 @@ func (s *Server) Pending() int {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.chat != nil && r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions" {
+		s.chat.ServeHTTP(w, r)
+		return
+	}
 	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil || len(raw) > maxBody {
 		writeError(w, &APIError{Status: http.StatusRequestEntityTooLarge, Message: "request body unreadable or larger than 64 MiB"})
