@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,32 +108,10 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecRes
 	if g := s.goneErr.Load(); g != nil {
 		return executor.ExecResult{}, fmt.Errorf("exec %q: %w", cmd.Args[0], *g)
 	}
-	c := *cmd
-	for _, kv := range c.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return executor.ExecResult{}, fmt.Errorf("exec %q: env entry %q is not KEY=VALUE: %w", c.Args[0], kv, executor.ErrInvalid)
-		}
+	c, err := cmd.Prepare(s.Workdir(), s.e.o.ExecTimeout, s.e.o.MaxOutput, s.plan.deadline)
+	if err != nil {
+		return executor.ExecResult{}, err
 	}
-	if c.Dir == "" {
-		c.Dir = s.Workdir()
-	}
-	if !path.IsAbs(c.Dir) {
-		return executor.ExecResult{}, fmt.Errorf("exec %q: Dir %q is relative; give an absolute path inside the container such as %s: %w", c.Args[0], c.Dir, s.Workdir(), executor.ErrInvalid)
-	}
-	if c.Timeout < 0 || c.MaxOutput < 0 {
-		return executor.ExecResult{}, fmt.Errorf("exec %q: negative Timeout or MaxOutput; use 0 for the default: %w", c.Args[0], executor.ErrInvalid)
-	}
-	if c.Timeout == 0 {
-		c.Timeout = s.e.o.ExecTimeout
-	}
-	if c.MaxOutput == 0 {
-		c.MaxOutput = s.e.o.MaxOutput
-	}
-	left := time.Until(s.plan.deadline)
-	if left <= 0 {
-		return executor.ExecResult{}, fmt.Errorf("exec %q: the sandbox passed its deadline; raise the sandbox timeout: %w", c.Args[0], executor.ErrTimeout)
-	}
-	c.Timeout = min(c.Timeout, left)
 
 	before := s.lastOOM.Load()
 	if s.oomHost {
