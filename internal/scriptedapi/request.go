@@ -4,23 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/reminder"
+	"github.com/agentbox/agentbox/internal/scriptbook"
 )
 
 // Request is one request the server received, as recorded for assertions.
 type Request struct {
-	// Seq is the 1-based arrival number among all requests.
-	Seq    int
-	Method string
-	Path   string
-	Header http.Header
-	// APIKey is the x-api-key header, or the bearer token of Authorization.
-	APIKey string
-	// Raw is the body as received.
-	Raw []byte
+	scriptbook.Received
 	// Body is the decoded body of a messages request (zero otherwise).
 	Body Body
 }
@@ -185,15 +177,4 @@ func (r *Request) ToolNames() []string {
 		names = append(names, t.Name)
 	}
 	return names
-}
-
-// apiKey extracts the client's key from the headers.
-func apiKey(h http.Header) string {
-	if k := h.Get("x-api-key"); k != "" {
-		return k
-	}
-	if a, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer "); ok {
-		return a
-	}
-	return ""
 }

@@ -3,7 +3,6 @@ package scriptedapi
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentbox/agentbox/internal/scriptbook"
 )
 
 // Script answers a request with a Turn; it is consulted when the queue of
@@ -35,13 +36,13 @@ type Server struct {
 	// chat serves POST /v1/chat/completions when set (WithChatCompletions).
 	chat http.Handler
 
-	mu       sync.Mutex
-	queue    []Turn
-	script   Script
-	requests []*Request
-	seq      int
-	ids      int
+	book
+	mu  sync.Mutex
+	ids int
 }
+
+// book is the Server's queue, script and record of requests.
+type book = scriptbook.Book[Turn, Request]
 
 // interface guard
 var _ http.Handler = (*Server)(nil)
@@ -53,7 +54,7 @@ type Option func(*Server)
 func WithLogger(l hclog.Logger) Option { return func(s *Server) { s.log = l } }
 
 // WithScript sets the Script consulted when the queue is empty.
-func WithScript(fn Script) Option { return func(s *Server) { s.script = fn } }
+func WithScript(fn Script) Option { return func(s *Server) { s.SetScript(fn) } }
 
 // WithChatCompletions serves POST /v1/chat/completions with h (for example
 // an internal/scriptedopenai Server), as Anthropic serves its OpenAI SDK
@@ -62,7 +63,7 @@ func WithScript(fn Script) Option { return func(s *Server) { s.script = fn } }
 func WithChatCompletions(h http.Handler) Option { return func(s *Server) { s.chat = h } }
 
 // WithTurns enqueues turns.
-func WithTurns(turns ...Turn) Option { return func(s *Server) { s.queue = append(s.queue, turns...) } }
+func WithTurns(turns ...Turn) Option { return func(s *Server) { s.Enqueue(turns...) } }
 
 // New returns a Server that is not listening; use it as an http.Handler.
 func New(opts ...Option) *Server {
@@ -90,27 +91,6 @@ func (s *Server) Close() {
 	}
 }
 
-// Enqueue appends turns: each messages request takes the next one.
-func (s *Server) Enqueue(turns ...Turn) {
-	s.mu.Lock()
-	s.queue = append(s.queue, turns...)
-	s.mu.Unlock()
-}
-
-// SetScript replaces the Script consulted when the queue is empty.
-func (s *Server) SetScript(fn Script) {
-	s.mu.Lock()
-	s.script = fn
-	s.mu.Unlock()
-}
-
-// Requests returns every request received so far, in arrival order.
-func (s *Server) Requests() []*Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*Request(nil), s.requests...)
-}
-
 // MessageRequests returns the POST /v1/messages requests received so far.
 func (s *Server) MessageRequests() []*Request {
 	var out []*Request
@@ -122,30 +102,20 @@ func (s *Server) MessageRequests() []*Request {
 	return out
 }
 
-// Pending is the number of enqueued turns not yet served.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue)
-}
-
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.chat != nil && r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions" {
 		s.chat.ServeHTTP(w, r)
 		return
 	}
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil || len(raw) > maxBody {
-		writeError(w, &APIError{Status: http.StatusRequestEntityTooLarge, Message: "request body unreadable or larger than 64 MiB"})
+	rec, err := scriptbook.Read(r, maxBody)
+	if err != nil {
+		writeError(w, &APIError{Status: http.StatusRequestEntityTooLarge, Message: err.Error()})
 		return
 	}
-	req := &Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), APIKey: apiKey(r.Header), Raw: raw}
-	s.mu.Lock()
-	s.seq++
-	req.Seq = s.seq
-	s.requests = append(s.requests, req)
-	s.mu.Unlock()
+	req := &Request{Received: rec}
+	s.Record(req, &req.Seq)
+	raw := rec.Raw
 	s.log.Debug("request", "seq", req.Seq, "method", r.Method, "path", r.URL.Path, "bytes", len(raw))
 
 	switch {
@@ -170,17 +140,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // next takes the next queued turn, or asks the script.
 func (s *Server) next(req *Request) Turn {
-	s.mu.Lock()
-	if len(s.queue) > 0 {
-		t := s.queue[0]
-		s.queue = s.queue[1:]
-		s.mu.Unlock()
+	if t, ok := s.Next(req); ok {
 		return t
-	}
-	script := s.script
-	s.mu.Unlock()
-	if script != nil {
-		return script(req)
 	}
 	return Fail(&APIError{Status: http.StatusInternalServerError,
 		Message: fmt.Sprintf("scriptedapi: no scripted turn left for request %d; enqueue more turns or set a script", req.Seq)})

@@ -3,21 +3,14 @@ package scriptedopenai
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/scriptbook"
 )
 
 // Request is one request the server received.
 type Request struct {
-	// Seq is the 1-based arrival number among all requests.
-	Seq    int
-	Method string
-	Path   string
-	Header http.Header
-	// APIKey is the bearer token of Authorization.
-	APIKey string
-	// Raw is the body as received.
-	Raw []byte
+	scriptbook.Received
 	// Body is the decoded body of a chat completions request.
 	Body Body
 }
@@ -136,9 +129,4 @@ func (r *Request) ToolNames() []string {
 		out = append(out, t.Function.Name)
 	}
 	return out
-}
-
-func apiKey(h http.Header) string {
-	a, _ := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
-	return a
 }

@@ -7,8 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/scriptbook"
 )
 
 // Script answers a request when the queue of turns is empty.
@@ -26,12 +27,11 @@ type Server struct {
 	reasoningField string
 	usageAlways    bool
 
-	mu       sync.Mutex
-	queue    []Turn
-	script   Script
-	requests []*Request
-	seq      int
+	book
 }
+
+// book is the Server's queue, script and record of requests.
+type book = scriptbook.Book[Turn, Request]
 
 var _ http.Handler = (*Server)(nil)
 
@@ -39,10 +39,10 @@ var _ http.Handler = (*Server)(nil)
 type Option func(*Server)
 
 // WithTurns enqueues turns.
-func WithTurns(turns ...Turn) Option { return func(s *Server) { s.queue = append(s.queue, turns...) } }
+func WithTurns(turns ...Turn) Option { return func(s *Server) { s.Enqueue(turns...) } }
 
 // WithScript sets the Script consulted when the queue is empty.
-func WithScript(fn Script) Option { return func(s *Server) { s.script = fn } }
+func WithScript(fn Script) Option { return func(s *Server) { s.SetScript(fn) } }
 
 // WithReasoningField names the field reasoning is sent in (default
 // "reasoning_content", as DeepSeek and Qwen do; OpenRouter uses
@@ -77,40 +77,16 @@ func (s *Server) Close() {
 	}
 }
 
-// Enqueue appends turns.
-func (s *Server) Enqueue(turns ...Turn) {
-	s.mu.Lock()
-	s.queue = append(s.queue, turns...)
-	s.mu.Unlock()
-}
-
-// Requests returns every request received so far.
-func (s *Server) Requests() []*Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*Request(nil), s.requests...)
-}
-
-// Pending is the number of queued turns not yet served.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue)
-}
-
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil || len(raw) > maxBody {
-		writeError(w, &APIError{Status: http.StatusRequestEntityTooLarge, Message: "request body unreadable or over 64 MiB"})
+	rec, err := scriptbook.Read(r, maxBody)
+	if err != nil {
+		writeError(w, &APIError{Status: http.StatusRequestEntityTooLarge, Message: err.Error()})
 		return
 	}
-	req := &Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), APIKey: apiKey(r.Header), Raw: raw}
-	s.mu.Lock()
-	s.seq++
-	req.Seq = s.seq
-	s.requests = append(s.requests, req)
-	s.mu.Unlock()
+	req := &Request{Received: rec}
+	s.Record(req, &req.Seq)
+	raw := rec.Raw
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
 		writeError(w, &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("scriptedopenai: no route for %s %s", r.Method, r.URL.Path)})
 		return
@@ -133,18 +109,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, id, req, t, u)
 }
 
+// next takes the next queued turn, or asks the script.
 func (s *Server) next(req *Request) Turn {
-	s.mu.Lock()
-	if len(s.queue) > 0 {
-		t := s.queue[0]
-		s.queue = s.queue[1:]
-		s.mu.Unlock()
+	if t, ok := s.Next(req); ok {
 		return t
-	}
-	script := s.script
-	s.mu.Unlock()
-	if script != nil {
-		return script(req)
 	}
 	return Fail(&APIError{Status: http.StatusInternalServerError,
 		Message: fmt.Sprintf("scriptedopenai: no scripted turn left for request %d; enqueue more turns or set a script", req.Seq)})
