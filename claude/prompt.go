@@ -53,8 +53,9 @@ func splitConversation(req executor.RunRequest) (system, prompt string, err erro
 		}
 	}
 	prompt = last.Content
-	// A resumed session holds the earlier turns, tool calls included.
-	if hist.Len() > 0 && !req.Resume {
+	// A resumed or forked session holds the earlier turns, tool calls
+	// included.
+	if hist.Len() > 0 && !req.Continues() {
 		prompt = historyOpen + "\n" + historyIntro + "\n" + hist.String() + historyClose + "\n\n" + last.Content
 	}
 	return strings.Join(sys, "\n\n"), prompt, nil

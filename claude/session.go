@@ -54,25 +54,39 @@ func checkSession(req executor.RunRequest, args Arguments) error {
 	switch {
 	case req.SessionID == "" && req.Resume:
 		return fmt.Errorf("%w: Resume is set without a SessionID; name the session to resume", executor.ErrInvalid)
+	case req.SessionID == "" && (req.ForkFrom != "" || req.ResumeAt != ""):
+		return fmt.Errorf("%w: ForkFrom or ResumeAt is set without a SessionID; name the new session the fork starts", executor.ErrInvalid)
 	case req.SessionID == "":
 		return nil
 	case !args.Sessions:
 		return fmt.Errorf("%w: a SessionID was given but the assistant's sandbox.arguments.sessions is false", executor.ErrInvalid)
 	case !uuidPattern.MatchString(req.SessionID):
 		return fmt.Errorf("%w: session id %q is not a lower-case UUID; the CLI accepts only UUIDs", executor.ErrInvalid, req.SessionID)
+	case req.ForkFrom == "" && req.ResumeAt == "":
+		return nil
+	case req.Resume:
+		return fmt.Errorf("%w: Resume and ForkFrom are both set; a fork starts a new session, so unset Resume", executor.ErrInvalid)
+	case !uuidPattern.MatchString(req.ForkFrom) || !uuidPattern.MatchString(req.ResumeAt):
+		return fmt.Errorf("%w: ForkFrom %q and ResumeAt %q must both be lower-case UUIDs", executor.ErrInvalid, req.ForkFrom, req.ResumeAt)
+	case req.ForkFrom == req.SessionID:
+		return fmt.Errorf("%w: ForkFrom names the new session itself; give the fork a new SessionID", executor.ErrInvalid)
 	}
 	return nil
 }
 
 // sessionArgs are the flags that choose the CLI's session: none kept
-// (--no-session-persistence), a new one under a given id, or an existing
-// one resumed.
+// (--no-session-persistence), a new one under a given id, an existing one
+// resumed, or a new one forked from an existing one at an entry.
 func sessionArgs(req executor.RunRequest) []string {
 	switch {
 	case req.SessionID == "":
 		return []string{"--no-session-persistence"}
 	case req.Resume:
 		return []string{"--resume", req.SessionID}
+	case req.ForkFrom != "":
+		// Claude Code 2.1.330: the copy gets the new id and keeps the
+		// entries' uuids; the resumed transcript stops at ResumeAt.
+		return []string{"--session-id", req.SessionID, "--fork-session", "--resume", req.ForkFrom, "--resume-session-at", req.ResumeAt}
 	default:
 		return []string{"--session-id", req.SessionID}
 	}

@@ -11,7 +11,11 @@ import (
 	"github.com/agentbox/agentbox/executor"
 )
 
-const sessionID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+const (
+	sessionID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+	forkFrom  = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	resumeAt  = "b4abed25-0ee6-418a-9b81-e3d31e80705e"
+)
 
 func stdinText(t *testing.T, stdin []byte) string {
 	t.Helper()
@@ -33,6 +37,7 @@ func TestInvocationSessionFlags(t *testing.T) {
 	cases := map[string]struct {
 		id          string
 		resume      bool
+		fork        bool
 		wantFlag    string
 		wantValue   string
 		wantHistory bool
@@ -40,13 +45,27 @@ func TestInvocationSessionFlags(t *testing.T) {
 		"no session":  {wantFlag: "--no-session-persistence", wantHistory: true},
 		"new session": {id: sessionID, wantFlag: "--session-id", wantValue: sessionID, wantHistory: true},
 		"resumed":     {id: sessionID, resume: true, wantFlag: "--resume", wantValue: sessionID},
+		"forked":      {id: sessionID, fork: true, wantFlag: "--fork-session"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			req := baseRequest()
 			req.Messages, req.SessionID, req.Resume = history, tc.id, tc.resume
+			if tc.fork {
+				req.ForkFrom, req.ResumeAt = forkFrom, resumeAt
+			}
 			inv, err := claude.New().Invocation(req)
 			require.NoError(t, err)
+			if tc.fork {
+				for flag, want := range map[string]string{"--session-id": sessionID, "--resume": forkFrom, "--resume-session-at": resumeAt} {
+					v, ok := flagValue(inv.Args, flag)
+					assert.True(t, ok, "%s in %q", flag, inv.Args)
+					assert.Equal(t, want, v, flag)
+				}
+				assert.NotContains(t, inv.Args, "--no-session-persistence")
+				assert.Equal(t, "What is my name?", stdinText(t, inv.Stdin), "a forked session gets the new message only")
+				return
+			}
 			v, ok := flagValue(inv.Args, tc.wantFlag)
 			if tc.wantValue != "" {
 				assert.True(t, ok, "%q", inv.Args)
@@ -76,6 +95,15 @@ func TestInvocationSessionErrors(t *testing.T) {
 		"id not a uuid":     func(r *executor.RunRequest) { r.SessionID = "../../etc/passwd" },
 		"upper-case uuid":   func(r *executor.RunRequest) { r.SessionID = "0F8FAD5B-D9CB-469F-A165-70867728950E" },
 		"flag as id":        func(r *executor.RunRequest) { r.SessionID, r.Resume = "--dangerously-skip-permissions", true },
+		"fork without id":   func(r *executor.RunRequest) { r.ForkFrom, r.ResumeAt = forkFrom, resumeAt },
+		"fork and resume": func(r *executor.RunRequest) {
+			r.SessionID, r.Resume, r.ForkFrom, r.ResumeAt = sessionID, true, forkFrom, resumeAt
+		},
+		"fork without at": func(r *executor.RunRequest) { r.SessionID, r.ForkFrom = sessionID, forkFrom },
+		"fork at a flag": func(r *executor.RunRequest) {
+			r.SessionID, r.ForkFrom, r.ResumeAt = sessionID, forkFrom, "--dangerously-skip-permissions"
+		},
+		"fork from itself": func(r *executor.RunRequest) { r.SessionID, r.ForkFrom, r.ResumeAt = sessionID, sessionID, resumeAt },
 		"sessions off": func(r *executor.RunRequest) {
 			r.SessionID, r.Arguments = sessionID, map[string]any{"sessions": false}
 		},

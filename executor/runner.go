@@ -49,7 +49,21 @@ type RunRequest struct {
 	// Resume continues the session SessionID, whose transcript the caller
 	// placed in Home beforehand.
 	Resume bool
+	// ForkFrom, with a new SessionID and ResumeAt, starts session SessionID
+	// as a copy of session ForkFrom (whose transcript the caller placed in
+	// Home) cut after its entry ResumeAt, and continues it with the last
+	// message only; ForkFrom itself is left as it was. It is how a client
+	// that regenerates an answer or branches after an earlier turn keeps
+	// that turn's tool calls and results.
+	ForkFrom string
+	// ResumeAt is the transcript entry (the CLI's message uuid) ForkFrom is
+	// cut after.
+	ResumeAt string
 }
+
+// Continues reports whether the run continues a stored session (resumed
+// or forked), so that only the last message is sent.
+func (r RunRequest) Continues() bool { return r.Resume || r.ForkFrom != "" }
 
 // Invocation is one CLI run: argv, environment, stdin and files to place in
 // the workspace (relative names) before it starts.

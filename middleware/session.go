@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/agentbox/agentbox/executor"
@@ -25,10 +26,14 @@ import (
 // user and assistant messages). Only the transcript persists: HOME, the
 // settings and the tools are rebuilt for every run. A request whose
 // history is exactly the stored conversation plus one user message resumes
-// the session with that message alone; any other history starts a new
-// session with the history as text (the runner's flattened form: this
-// round does not fork at the longest matching prefix nor replay turns as
-// real messages).
+// the session with that message alone. A history that ends with one new
+// user message after an earlier answer of the session (the client
+// regenerated an answer, or branched after an earlier turn) forks the
+// session at that answer (a new session, the stored one left as it was),
+// so the turns up to there keep their tool calls and results. Any other
+// history (an edited message) starts a new session with the history as
+// text, the runner's flattened form; replaying it as real turns is not
+// built.
 
 // sessionRunner is what a runner offers for session continuity
 // (claude.Runner implements it).
@@ -70,7 +75,12 @@ type sessionRecord struct {
 	// started with (systemHash). Claude Code 2.1.330 keeps a resumed
 	// session's system prompt and ignores the one it is started with, so a
 	// session is resumed only under the prompt it began with.
-	System  string    `json:"system,omitempty"`
+	System string `json:"system,omitempty"`
+	// Anchors holds, for each element of Chain that is an answer given in
+	// this session (or the session it was forked from), the transcript
+	// entry ending it: the CLI's uuid of the turn's last assistant
+	// message, where a fork at that answer cuts. Other elements are "".
+	Anchors []string  `json:"anchors,omitempty"`
 	Updated time.Time `json:"updated"`
 }
 
@@ -85,8 +95,11 @@ type chatSession struct {
 	// file is the transcript's name relative to the agent's HOME.
 	file string
 	id   string
-	// resumed: the run continues the stored session.
+	// resumed: the run continues the stored session, or a fork of it.
 	resumed bool
+	// anchors are the stored anchors of the conversation the run keeps
+	// (the stored one resumed, or the prefix a fork keeps).
+	anchors []string
 	// conversation are the client's messages of the request.
 	conversation []executor.Message
 	// system is systemHash of the run's request.
@@ -128,21 +141,66 @@ func conversationChain(msgs []executor.Message) []string {
 	return chain
 }
 
-// continues reports whether msgs is exactly the recorded conversation plus
-// one new user message, under the system prompt the session began with.
-func (rec *sessionRecord) continues(msgs []executor.Message, system string) bool {
+// match reports how msgs relate to the stored conversation under the
+// system prompt the session began with: resume when msgs is exactly the
+// stored conversation plus one message; else a fork anchor when msgs is
+// the stored conversation up to one of its anchored answers plus one new
+// user message (a regenerated answer or a branch); else neither. kept is
+// how many of the stored messages the run keeps.
+func (rec *sessionRecord) match(msgs []executor.Message, system string) (resume bool, anchor string, kept int) {
 	chain := conversationChain(msgs)
-	n := len(rec.Chain)
-	if n == 0 || len(chain) != n+1 || rec.System != system {
-		return false
+	j := len(chain) - 2 // the last message the run keeps
+	if len(rec.Chain) == 0 || rec.System != system || j < 0 || j >= len(rec.Chain) {
+		return false, "", 0
 	}
-	for i := range rec.Chain {
+	for i := 0; i <= j; i++ {
 		if chain[i] != rec.Chain[i] {
-			return false
+			return false, "", 0
 		}
 	}
-	return true
+	if j == len(rec.Chain)-1 {
+		return true, "", j + 1
+	}
+	if j < len(rec.Anchors) && rec.Anchors[j] != "" && lastTurnRole(msgs) == "user" {
+		return false, rec.Anchors[j], j + 1
+	}
+	return false, "", 0
 }
+
+// lastTurnRole is the role of the last user or assistant message.
+func lastTurnRole(msgs []executor.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if r := msgs[i].Role; r == "user" || r == "assistant" {
+			return r
+		}
+	}
+	return ""
+}
+
+// lastAnswerEntry returns the uuid of the transcript's last assistant
+// entry, where a later fork at this turn's answer cuts, or "" when there
+// is none that is a UUID.
+func lastAnswerEntry(transcript []byte) string {
+	var last string
+	sc := bufio.NewScanner(bytes.NewReader(transcript))
+	sc.Buffer(nil, maxTranscript)
+	for sc.Scan() {
+		var v struct {
+			Type string `json:"type"`
+			UUID string `json:"uuid"`
+		}
+		if json.Unmarshal(sc.Bytes(), &v) == nil && v.Type == "assistant" {
+			last = v.UUID
+		}
+	}
+	if !uuidRE.MatchString(last) {
+		return ""
+	}
+	return last
+}
+
+// uuidRE matches the lower-case UUIDs the CLI names entries and sessions by.
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // chatDir is the directory of one chat's session with one assistant.
 func (s *sessionStore) chatDir(user, chat, assistant string) (string, error) {
@@ -283,18 +341,40 @@ func (r *run) openSession(ctx context.Context, runner executor.Runner, rr *execu
 	if err != nil {
 		r.log.Warn("the chat's stored session was unusable and is dropped; the run starts a new one", "error", err)
 	}
-	if rec != nil && rec.continues(r.req.Messages, cs.system) {
-		rr.SessionID, rr.Resume = rec.SessionID, true
-		cs.file, err = sr.TranscriptFile(*rr)
+	var resume bool
+	var anchor string
+	var kept int
+	if rec != nil {
+		resume, anchor, kept = rec.match(r.req.Messages, cs.system)
+	}
+	if resume || anchor != "" {
+		stored := *rr
+		stored.SessionID, stored.Resume, stored.ForkFrom, stored.ResumeAt = rec.SessionID, true, "", ""
+		var storedFile string
+		storedFile, err = sr.TranscriptFile(stored)
 		// A kept container's HOME holds the stored transcript already.
 		if err == nil && (r.warm == nil || r.warm.homeSession != rec.SessionID) {
-			err = executor.PlaceHomeFiles(ctx, r.sb, rr.Home, map[string][]byte{cs.file: transcript})
+			err = executor.PlaceHomeFiles(ctx, r.sb, rr.Home, map[string][]byte{storedFile: transcript})
+		}
+		if err == nil && resume {
+			rr.SessionID, rr.Resume = rec.SessionID, true
+			cs.file, cs.id = storedFile, rec.SessionID
+		} else if err == nil {
+			rr.SessionID, rr.Resume, rr.ForkFrom, rr.ResumeAt = newSessionID(), false, rec.SessionID, anchor
+			cs.file, err = sr.TranscriptFile(*rr)
+			cs.id = rr.SessionID
 		}
 		if err == nil {
-			cs.id, cs.resumed = rec.SessionID, true
-			r.log.Debug("resuming the chat's session", "session", cs.id, "turns", len(rec.Chain))
+			cs.resumed = true
+			cs.anchors = append(make([]string, 0, kept+2), rec.Anchors[:min(kept, len(rec.Anchors))]...)
+			if resume {
+				r.log.Debug("resuming the chat's session", "session", cs.id, "messages", kept)
+			} else {
+				r.log.Debug("forking the chat's session at an earlier answer", "from", rec.SessionID, "session", cs.id, "messages", kept)
+			}
 			return cs
 		}
+		rr.ForkFrom, rr.ResumeAt = "", ""
 		r.log.Warn("the chat's session could not be placed in the sandbox; the run starts a new one", "error", err)
 	} else if rec != nil && rec.System != cs.system {
 		r.log.Debug("the system prompt changed since the chat's session began; starting a new one with the history replayed", "session", rec.SessionID)
@@ -357,7 +437,10 @@ func (r *run) saveSession(ctx context.Context, cs *chatSession, answer string) {
 	}
 	if err == nil {
 		conv := append(cs.conversation[:len(cs.conversation):len(cs.conversation)], executor.Message{Role: "assistant", Content: answer})
-		rec := &sessionRecord{SessionID: cs.id, Chain: conversationChain(conv), System: cs.system, Updated: time.Now().UTC()}
+		chain := conversationChain(conv)
+		anchors := append(cs.anchors, make([]string, max(0, len(chain)-len(cs.anchors)))...)[:len(chain)]
+		anchors[len(chain)-1] = lastAnswerEntry(out.Bytes())
+		rec := &sessionRecord{SessionID: cs.id, Chain: chain, System: cs.system, Anchors: anchors, Updated: time.Now().UTC()}
 		err = (&sessionStore{dir: r.o.opts.SessionDir}).save(cs.dir, rec, out.Bytes())
 	}
 	if err != nil {

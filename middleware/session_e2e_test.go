@@ -247,6 +247,32 @@ func TestE2ESessionResumesTheAgentsOwnWork(t *testing.T) {
 	}
 	t.Logf("turn 2's request repeats turn 1's last request's %d messages; %d differ only by the moved cache_control", len(prev), moved)
 
+	// Regenerating turn 2's answer (the client sends turn 2's message
+	// again) forks the session after turn 1's answer: turn 1's tool call
+	// and result are kept, the old turn 2 is not, and the stored session
+	// is left as it was.
+	beforeFork := len(env.api.MessageRequests())
+	a2r, t2r := env.ask(t, "alice:s1", u1, a1, "Thanks. What did it print?")
+	argvFork := env.runner.last()
+	assert.Contains(t, argvFork, "--fork-session", "a regenerated answer forks: %q", argvFork)
+	from, _ := flag(argvFork, "--resume")
+	assert.Equal(t, id, from, "from the stored session")
+	at, ok := flag(argvFork, "--resume-session-at")
+	assert.True(t, ok, "at turn 1's answer")
+	assert.Contains(t, string(tr), `"uuid":"`+at+`"`, "an entry of turn 1's transcript")
+	forkID, _ := flag(argvFork, "--session-id")
+	assert.NotEqual(t, id, forkID, "into a new session")
+	uses, results = toolBlocks(t2r[0])
+	assert.Len(t, uses, 1, "the fork's model request carries turn 1's Bash tool_use")
+	require.Len(t, results, 1)
+	assert.Contains(t, results[0], sessionMarker, "and its result")
+	assert.Equal(t, 1, strings.Count(t2r[0].AllText(), "Thanks. What did it print?"), "turn 2's message once: the old turn 2 is cut")
+	assert.Len(t, env.api.MessageRequests()[beforeFork:], len(t2r), "the fork replays nothing through the model")
+	// The next turn continues the fork.
+	env.ask(t, "alice:s1", u1, a1, "Thanks. What did it print?", a2r, "One more?")
+	resumedFork, _ := flag(env.runner.last(), "--resume")
+	assert.Equal(t, forkID, resumedFork, "the turn after a regenerated answer resumes the fork")
+
 	// A regenerated answer (the client replaced turn 2's answer) does not
 	// continue the session that holds the old one.
 	_, t2b := env.ask(t, "alice:s1", u1, a1, "Thanks. What did it print?", "A regenerated answer.", "Go on.")

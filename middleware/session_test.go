@@ -23,35 +23,70 @@ func msgs(pairs ...string) []executor.Message {
 	return out
 }
 
-func TestSessionRecordContinues(t *testing.T) {
-	stored := msgs("user", "run it", "assistant", "it printed 42")
+// TestSessionRecordMatch: a history resumes the stored session only when
+// it is the stored conversation plus one message, forks it at an anchored
+// earlier answer followed by one new user message, and does neither
+// otherwise.
+func TestSessionRecordMatch(t *testing.T) {
+	stored := msgs("user", "run it", "assistant", "it printed 42", "user", "and now?", "assistant", "it printed 43")
 	sys := systemHash(&executor.RunRequest{SystemPrompt: "You are a coder."})
-	rec := &sessionRecord{SessionID: "s", Chain: conversationChain(stored), System: sys}
+	const a1, a2 = "b4abed25-0ee6-418a-9b81-e3d31e80705e", "6f84b028-6a1f-46e9-9704-d656e3be4a00"
+	rec := &sessionRecord{SessionID: "s", Chain: conversationChain(stored), System: sys, Anchors: []string{"", a1, "", a2}}
+	type want struct {
+		resume bool
+		anchor string
+		kept   int
+	}
 	cases := map[string]struct {
 		history []executor.Message
-		want    bool
+		want    want
 	}{
-		"stored plus a new message":   {msgs("user", "run it", "assistant", "it printed 42", "user", "thanks"), true},
-		"system messages are ignored": {msgs("system", "be brief", "user", "run it", "assistant", "it printed 42", "user", "thanks"), true},
-		"edited first message":        {msgs("user", "run it!", "assistant", "it printed 42", "user", "thanks"), false},
-		"regenerated answer":          {msgs("user", "run it", "assistant", "it printed 43", "user", "thanks"), false},
-		"same conversation, no new":   {stored, false},
-		"two new messages":            {msgs("user", "run it", "assistant", "it printed 42", "user", "a", "assistant", "b", "user", "c"), false},
-		"shorter":                     {msgs("user", "run it"), false},
-		"role swapped":                {msgs("assistant", "run it", "user", "it printed 42", "user", "thanks"), false},
+		"stored plus a new message":   {append(stored, msgs("user", "thanks")...), want{resume: true, kept: 4}},
+		"system messages are ignored": {append(msgs("system", "be brief"), append(stored, msgs("user", "thanks")...)...), want{resume: true, kept: 4}},
+		"regenerated last answer":     {msgs("user", "run it", "assistant", "it printed 42", "user", "and now?"), want{anchor: a1, kept: 2}},
+		"branch after turn 1":         {msgs("user", "run it", "assistant", "it printed 42", "user", "something else"), want{anchor: a1, kept: 2}},
+		"regenerated first answer":    {msgs("user", "run it"), want{}},
+		"edited first message":        {msgs("user", "run it!", "assistant", "it printed 42", "user", "thanks"), want{}},
+		"edited answer":               {msgs("user", "run it", "assistant", "it printed 44", "user", "thanks"), want{}},
+		"same conversation, no new":   {stored, want{}},
+		"two new messages":            {append(stored, msgs("user", "a", "assistant", "b", "user", "c")...), want{}},
+		"fork ending in an answer":    {msgs("user", "run it", "assistant", "it printed 42", "assistant", "more"), want{}},
+		"prefix at an unanchored msg": {msgs("user", "run it", "user", "again"), want{}},
+		"role swapped":                {msgs("assistant", "run it", "user", "it printed 42", "user", "thanks"), want{}},
 		// Length-prefixed content: moving text across the boundary of two
 		// messages changes the chain.
-		"boundary shifted": {msgs("user", "run it\x00assistant", "assistant", "", "user", "thanks"), false},
+		"boundary shifted": {msgs("user", "run it\x00assistant", "assistant", "", "user", "thanks"), want{}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, tc.want, rec.continues(tc.history, sys))
+			resume, anchor, kept := rec.match(tc.history, sys)
+			assert.Equal(t, tc.want, want{resume, anchor, kept})
 		})
 	}
-	assert.False(t, (&sessionRecord{}).continues(msgs("user", "hi"), sys), "an empty record continues nothing")
-	next := msgs("user", "run it", "assistant", "it printed 42", "user", "thanks")
-	assert.False(t, rec.continues(next, ""), "a record without the system prompt's hash (an older gateway's) is not resumed")
-	assert.False(t, (&sessionRecord{SessionID: "s", Chain: rec.Chain}).continues(next, sys), "nor one whose hash is missing")
+	resume, anchor, _ := (&sessionRecord{}).match(msgs("user", "hi"), sys)
+	assert.False(t, resume || anchor != "", "an empty record matches nothing")
+	next := append(stored, msgs("user", "thanks")...)
+	resume, _, _ = rec.match(next, "")
+	assert.False(t, resume, "a record without the system prompt's hash (an older gateway's) is not resumed")
+	_, anchor, _ = rec.match(msgs("user", "run it", "assistant", "it printed 42", "user", "x"), "other")
+	assert.Empty(t, anchor, "nor forked under another system prompt")
+	resume, anchor, _ = (&sessionRecord{SessionID: "s", Chain: rec.Chain}).match(msgs("user", "run it", "assistant", "it printed 42", "user", "x"), "")
+	assert.False(t, resume)
+	assert.Empty(t, anchor, "a record without anchors (an older gateway's) is never forked")
+}
+
+// TestLastAnswerEntry: the anchor is the last assistant entry's uuid, and
+// only a UUID.
+func TestLastAnswerEntry(t *testing.T) {
+	transcript := []byte(`{"type":"user","uuid":"acfd5573-5c61-4b58-9af7-d7e45c347f8e"}
+{"type":"assistant","uuid":"b4abed25-0ee6-418a-9b81-e3d31e80705e"}
+{"type":"attachment","uuid":"96941234-f47b-46ff-9c9f-31186c37ef58"}
+{"type":"last-prompt","uuid":null}
+`)
+	assert.Equal(t, "b4abed25-0ee6-418a-9b81-e3d31e80705e", lastAnswerEntry(transcript))
+	assert.Empty(t, lastAnswerEntry([]byte(`{"type":"assistant","uuid":"--dangerously-skip-permissions"}`)), "not a UUID")
+	assert.Empty(t, lastAnswerEntry([]byte(`{"type":"user","uuid":"acfd5573-5c61-4b58-9af7-d7e45c347f8e"}`)), "no answer")
+	assert.Empty(t, lastAnswerEntry([]byte("not json\n")))
 }
 
 // TestSystemHash: the hash covers the assistant's instructions and every
