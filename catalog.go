@@ -101,7 +101,9 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 		Runner:       sb.Command,
 		Spec:         sb.Spec(),
 		StallTimeout: sb.StallTimeout,
-		Budget:       modelproxy.Budget{MaxRequests: sb.Budget.Calls, MaxTokens: sb.Budget.Tokens, MaxDuration: sb.Budget.Wall},
+		// The summary itself comes from the executor's snapshot.
+		OmitEnvironment: sb.OmitEnvironmentPrompt,
+		Budget:          modelproxy.Budget{MaxRequests: sb.Budget.Calls, MaxTokens: sb.Budget.Tokens, MaxDuration: sb.Budget.Wall},
 		Run: executor.RunRequest{
 			SystemPrompt: ca.SystemPrompt(),
 			Arguments:    sb.Arguments,

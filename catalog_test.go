@@ -67,6 +67,13 @@ func TestCatalogFromConfig(t *testing.T) {
 	assert.Equal(t, ca.Sandbox.Timeout, sb.Spec.Timeout)
 	assert.Equal(t, ca.Sandbox.ConfigHash(), sb.Spec.ConfigHash)
 	assert.Equal(t, ca.Sandbox.StallTimeout, sb.StallTimeout)
+	assert.False(t, sb.OmitEnvironment, "the environment summary is on by default")
+	ca.Sandbox.OmitEnvironmentPrompt = true
+	off, err := agentbox.CatalogFromConfig(g, agentbox.ConfigOptions{Hooks: func(*config.Assistant) (hooks.Hooks, error) { return hooks.Funcs{}, nil }})
+	require.NoError(t, err)
+	offCoder, err := off.Lookup(context.Background(), "coder")
+	require.NoError(t, err)
+	assert.True(t, offCoder.Sandbox.OmitEnvironment, "sandbox.environment_prompt: false reaches the middleware")
 	assert.Equal(t, ca.SystemPrompt(), sb.Run.SystemPrompt)
 	assert.NotEmpty(t, sb.Run.SystemPrompt)
 	assert.Equal(t, ca.Connector.Model, sb.Run.Model)

@@ -12,8 +12,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"strings"
-
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/cursor"
@@ -152,6 +150,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s.http = o.HTTP
 	s.http.Handler, s.http.Catalog, s.http.Logger = s.Orchestrator.Handler(), cat, log.Named("http")
+	s.http.Environments = s.Orchestrator
 	return s, nil
 }
 
@@ -183,14 +182,6 @@ func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Exe
 		if err != nil {
 			return nil, err
 		}
-		go func() {
-			// What the agents will find, captured once (seed 003's snapshot).
-			if s, err := e.EnvironmentSummary(context.Background()); err != nil {
-				log.Warn("no environment snapshot", "error", err)
-			} else {
-				log.Info("sandbox environment: " + strings.ReplaceAll(s, "\n", " "))
-			}
-		}()
 		return e, nil
 	}
 	return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,

@@ -392,6 +392,12 @@ var sandboxOptions = []option{
 				s.sb.leaseWaitSet = true
 			}
 		}},
+	{Key: "environment_prompt", Type: "bool", Default: "true", Doc: "append a summary of the sandbox's environment to the agent's system prompt: OS, kernel, the versions of the usual tools in the image (the CLI, node, python, git, ...), the network and the limits, captured once per image content and options by running a short script in a sandbox of the image (a rebuilt image is captured again); false leaves it out. GET /v1/models/{id} shows the snapshot either way",
+		decode: func(s *sandboxDecoder, n *node, path string) {
+			if v, ok := s.boolean(n, path); ok {
+				s.sb.OmitEnvironmentPrompt = !v
+			}
+		}},
 	{Key: "egress", Type: "array", Default: "[] (nothing)", Doc: egressDoc,
 		decode: func(s *sandboxDecoder, n *node, path string) { s.egress(n, path) }},
 	{Key: "arguments", Type: "object", Default: "{}", Doc: "command-specific arguments, see Commands",

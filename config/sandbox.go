@@ -48,6 +48,9 @@ type Sandbox struct {
 	Arguments map[string]any `json:"arguments"`
 	// Budget overrides the per-request model budget (sandbox.budget).
 	Budget Budget `json:"budget,omitzero"`
+	// OmitEnvironmentPrompt leaves the environment summary out of the
+	// agent's system prompt (sandbox.environment_prompt: false).
+	OmitEnvironmentPrompt bool `json:"omit_environment_prompt,omitempty"`
 	// Egress lists the hosts the sandbox's egress proxy lets the agent
 	// reach (sandbox.egress); empty means no proxy and no way out.
 	Egress []EgressRule `json:"egress,omitempty"`

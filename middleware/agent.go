@@ -91,10 +91,11 @@ type execOutcome struct {
 }
 
 // runRequest is the runner's request of this run without its messages
-// and session: the assistant's template, the sandbox's paths and the
-// direct model's endpoint.
+// and session: the assistant's template with the environment summary, the
+// sandbox's paths and the direct model's endpoint.
 func (r *run) runRequest() executor.RunRequest {
 	rr := r.a.Sandbox.Run
+	rr.SystemPrompt = withEnvironment(rr.SystemPrompt, r.environment)
 	rr.Messages = nil
 	rr.Workdir = r.sb.Workdir()
 	rr.Home = r.home()

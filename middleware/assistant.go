@@ -90,6 +90,12 @@ type Sandbox struct {
 	// real key as RunRequest.APIKey and its host as ModelBaseURL, the
 	// sandbox needs network egress, and usage is the CLI's own report.
 	DirectModel bool
+	// OmitEnvironment leaves the sandbox's environment summary out of the
+	// agent's system prompt (package.yao sandbox.environment_prompt:
+	// false). Otherwise, when the executor takes snapshots
+	// (executor.EnvironmentProber), every run appends the summary of its
+	// image and options (executor.Environment.Summary) to the prompt.
+	OmitEnvironment bool
 	// Egress is the allowlist of the run's egress proxy (package.yao
 	// sandbox.egress); nil means none, and then Spec.Egress is false and
 	// the container has no way out besides its Network.

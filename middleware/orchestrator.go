@@ -100,8 +100,10 @@ type Orchestrator struct {
 	adm     *admission // nil: admission control is off
 	tel     *telemetry
 	pool    *warmPool // kept session containers
-	// bg counts the runs' work after their responses (teardowns).
-	bg *bgWork
+	// bg counts the runs' work after their responses (teardowns) and the
+	// environment snapshots; stopBg cancels the latter.
+	bg     *bgWork
+	stopBg context.CancelFunc
 
 	// cleanups undo what provisioning did, in reverse order.
 	cleanups []func() error
@@ -138,6 +140,9 @@ func New(ctx context.Context, opts Options) (*Orchestrator, error) {
 	if err := o.validate(ctx); err != nil {
 		return nil, errors.Join(err, o.cleanup())
 	}
+	var bgCtx context.Context
+	bgCtx, o.stopBg = context.WithCancel(context.Background())
+	o.prefetchEnvironments(bgCtx)
 	return o, nil
 }
 
@@ -294,6 +299,9 @@ func (o *Orchestrator) Close() error {
 		o.mu.Lock()
 		o.closed = true
 		o.mu.Unlock()
+		if o.stopBg != nil {
+			o.stopBg()
+		}
 		var errs []error
 		if !waitTimeout(&o.wg, o.opts.DrainTimeout) {
 			o.mu.Lock()
@@ -393,9 +401,10 @@ var _ Middleware = (*Orchestrator)(nil).Wrap
 func (o *Orchestrator) Handler() Handler { return o.Wrap(UnknownAssistant) }
 
 // Settle waits until the sandboxes of the requests answered so far are
-// torn down or kept: the middleware removes a sandbox after it returned
-// the response, off the request's path, and holds the chat's lease and the
-// run slot until then. Tests and tools that inspect containers after a
+// torn down or kept, and the environment snapshots New started are taken:
+// the middleware removes a sandbox after it returned the response, off
+// the request's path, and holds the chat's lease and the run slot until
+// then. Tests and tools that inspect containers after a
 // request call it; gateways need not.
 func (o *Orchestrator) Settle(ctx context.Context) error {
 	select {

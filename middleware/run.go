@@ -58,6 +58,9 @@ type run struct {
 	// arrived is when the request reached the middleware.
 	arrived time.Time
 	tr      runTrace
+	// environment is the summary appended to the system prompt ("" for
+	// none; see environment.go).
+	environment string
 	// egress is the run's egress proxy (nil without sandbox.egress).
 	egress io.Closer
 	// budgetStop is the budget that stopped the model route's traffic,
@@ -368,6 +371,7 @@ func (r *run) start(ctx context.Context) error {
 // open opens the run's model route and tools in its sandbox.
 func (r *run) open(ctx context.Context) error {
 	sb := r.sb
+	r.environment = r.environmentPrompt(ctx)
 	if r.o.models != nil && !r.a.Sandbox.DirectModel {
 		ictx := withIdentity(ctx, r.req.UserID, r.req.ChatID)
 		var route ModelRoute

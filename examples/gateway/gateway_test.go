@@ -52,6 +52,9 @@ func startGateway(t testing.TB, opts ...func(*Options)) (*Gateway, string) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, g.Close()) })
 	require.NotNil(t, g.Model, "offline: the scripted model server answers")
+	// The environment snapshots taken at start-up run a container each;
+	// the tests count containers from a quiet start.
+	require.NoError(t, g.orch.Settle(context.Background()))
 	return g, data
 }
 

@@ -44,6 +44,8 @@ type Executor struct {
 	// noHostKill turns the host-side kill path off (tests of the script).
 	noHostKill bool
 
+	env envSnapshots // environment snapshots (environment.go)
+
 	rec     *reconciler
 	ret     *retention
 	stopBg  chan struct{}

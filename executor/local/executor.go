@@ -34,7 +34,7 @@ type Executor struct {
 	root      *os.Root // DataDir
 
 	envOnce sync.Once
-	env     Environment
+	env     executor.Environment
 	envErr  error
 
 	sandboxes *executor.Registry[*Sandbox] // by sandbox id

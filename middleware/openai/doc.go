@@ -13,7 +13,9 @@
 //     in Request.Options.
 //   - GET /v1/models and GET /v1/models/{id}: the catalog's assistants,
 //     each with the extensions "name" and "sandbox" (true when it runs in
-//     a sandbox).
+//     a sandbox); GET /v1/models/{id} adds "environment", the snapshot of
+//     what the agent finds in its sandbox, when Options.Environments
+//     has one.
 //
 // The request body is capped (Options.MaxBodyBytes, 8 MiB by default;
 // 413 beyond it). When the client goes away the handler's context is

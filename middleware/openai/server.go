@@ -58,6 +58,10 @@ type Options struct {
 	// lists its models after the catalog's. Without it, the adapter
 	// answers everything itself and unknown paths get 404.
 	Next http.Handler
+	// Environments, when set, adds each sandboxed assistant's environment
+	// snapshot (executor.Environment: OS, tools, limits, network) to GET
+	// /v1/models/{id} as "environment" (the Orchestrator is one).
+	Environments middleware.EnvironmentSource
 	// OwnedBy is the owned_by of the listed models (default "agentbox").
 	OwnedBy string
 	// Logger receives one line per failed request (default: discarded).
@@ -292,8 +296,15 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(modelList{Object: "list", Data: data})
 		return
 	}
-	for _, m := range data {
+	for i, m := range data {
 		if m.ID == id {
+			if s.opts.Environments != nil && list[i].Sandbox != nil {
+				if env, err := s.opts.Environments.Environment(r.Context(), list[i]); err == nil {
+					m.Environment = &env
+				} else if !errors.Is(err, middleware.ErrNoEnvironment) {
+					s.log.Info("no environment snapshot for the model", "model", id, "error", err)
+				}
+			}
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(m)
 			return

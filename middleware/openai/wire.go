@@ -209,4 +209,7 @@ type model struct {
 	// Sandbox reports that the assistant runs an agent in a sandbox (an
 	// extension).
 	Sandbox bool `json:"sandbox"`
+	// Environment is what the assistant's agent finds in its sandbox
+	// (GET /v1/models/{id} only; an extension).
+	Environment *executor.Environment `json:"environment,omitempty"`
 }
