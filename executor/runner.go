@@ -111,6 +111,21 @@ type Event struct {
 	ToolResult *ToolResult `json:"tool_result,omitempty"`
 	UI         *UIMessage  `json:"ui,omitempty"`
 	Queue      *QueueInfo  `json:"queue,omitempty"`
+	// Sandbox details a client sandbox's lifecycle event (EventSandbox
+	// "connected", "file_written", "exec"; seed 004).
+	Sandbox *SandboxInfo `json:"sandbox,omitempty"`
+}
+
+// SandboxInfo is what a client sandbox's lifecycle event reports.
+type SandboxInfo struct {
+	// ID is the sandbox ("connected").
+	ID string `json:"sandbox_id,omitempty"`
+	// Path is the file the agent wrote, as it named it ("file_written").
+	Path string `json:"path,omitempty"`
+	// Command is the shell command the agent ran ("exec"), cut to 1 KiB;
+	// ExitCode its exit code when the CLI reported one.
+	Command  string `json:"command,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
 }
 
 // QueueInfo is a waiting request's place in the gateway's queue for a

@@ -19,6 +19,11 @@ type Request struct {
 	// requires both (see executor.ValidateID for the rule); a pass-through
 	// request carries them as the gateway got them.
 	UserID, ChatID string
+	// SandboxID, when set, names the user's client sandbox the request
+	// runs in (see Orchestrator.CreateSandbox): its workspace and kept
+	// container instead of the chat's; the chat still has its own agent
+	// session. An id the user does not hold is KindNotFound.
+	SandboxID string
 	// Model is the model the client named, kept for the next handler (a
 	// gateway that routes plain models by name); the OpenAI adapter sets it
 	// to the same value as AssistantID.

@@ -100,6 +100,8 @@ type Orchestrator struct {
 	adm     *admission // nil: admission control is off
 	tel     *telemetry
 	pool    *warmPool // kept session containers
+	// sandboxes are the client-owned sandboxes (sandboxes.go).
+	sandboxes *sandboxRegistry
 	// bg counts the runs' work after their responses (teardowns) and the
 	// environment snapshots; stopBg cancels the latter.
 	bg     *bgWork
@@ -130,6 +132,7 @@ var (
 func New(ctx context.Context, opts Options) (*Orchestrator, error) {
 	o := &Orchestrator{opts: opts, leases: executor.NewLeases(), runs: make(map[uint64]context.CancelCauseFunc)}
 	o.pool = newWarmPool(o)
+	o.sandboxes = newSandboxRegistry(o)
 	o.bg = newBgWork()
 	if err := o.configure(); err != nil {
 		return nil, err
@@ -319,6 +322,7 @@ func (o *Orchestrator) Close() error {
 		if !o.bg.wait(o.opts.TeardownTimeout) {
 			errs = append(errs, fmt.Errorf("middleware: sandboxes still tearing down after %v; they are left to the executor's reconciler", o.opts.TeardownTimeout))
 		}
+		o.sandboxes.close()
 		o.pool.close()
 		errs = append(errs, o.cleanup())
 		o.closeErr = errors.Join(errs...)

@@ -43,6 +43,14 @@ type run struct {
 	route ModelRoute
 	tools io.Closer // the run's tool session, if any
 	hc    *hooks.Context
+	// place is the key of the run's lease, workspace and kept container:
+	// the request's user and chat, or its client sandbox's (client is
+	// then that sandbox; see sandboxes.go).
+	place  chatID
+	client *clientSandbox
+	// toolUses are the agent's write and Bash calls awaiting their
+	// results, for the client sandbox's lifecycle events.
+	toolUses map[string]*executor.ToolUse
 	// session is the chat's CLI session, kept after a good run.
 	session *chatSession
 	// warm is the chat's kept container the run continues in (session
@@ -101,6 +109,15 @@ func (r *run) send(ev executor.Event) error {
 	if ev.Kind == executor.EventText {
 		r.streamed.WriteString(ev.Text)
 	}
+	if r.client == nil {
+		return nil
+	}
+	if lc := r.lifecycle(ev); lc != nil {
+		if err := r.emit(*lc); err != nil {
+			r.emitErr = &emitError{err}
+			return r.emitErr
+		}
+	}
 	return nil
 }
 
@@ -128,9 +145,19 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	if emit == nil {
 		emit = func(executor.Event) error { return nil }
 	}
-	r := &run{o: o, a: a, req: req, emit: emit, arrived: start, log: o.log.With("assistant", a.ID, "user", req.UserID, "chat", req.ChatID)}
+	r := &run{o: o, a: a, req: req, emit: emit, arrived: start, log: o.log.With("assistant", a.ID, "user", req.UserID, "chat", req.ChatID),
+		place: chatID{req.UserID, req.ChatID}}
 	if id := RequestID(ctx); id != "" {
 		r.log = r.log.With("request", id)
+	}
+	if req.SandboxID != "" {
+		s, detach, err := o.sandboxes.attach(req.UserID, req.SandboxID, a)
+		if err != nil {
+			return nil, err
+		}
+		defer detach()
+		r.client, r.place, r.a = s, s.place(), inSandbox(a, s)
+		r.log = r.log.With("sandbox", s.ID)
 	}
 	ctx = r.startTrace(ctx)
 	// tail runs after the response is sent: the sandbox's teardown (or
@@ -228,6 +255,9 @@ func checkRequest(req *Request) error {
 		return &Error{Kind: KindBadRequest, Param: "chat", Err: err,
 			Message: fmt.Sprintf("a sandboxed assistant needs a valid chat id: %v", unwrapMessage(err))}
 	}
+	if isSandboxChat(req.ChatID) {
+		return &Error{Kind: KindBadRequest, Param: "chat", Message: fmt.Sprintf("chat ids starting with %q are reserved for client sandboxes; name the sandbox instead", sandboxChatPrefix)}
+	}
 	if len(req.Messages) == 0 {
 		return &Error{Kind: KindBadRequest, Param: "messages", Message: "the conversation is empty; send at least one user message"}
 	}
@@ -286,9 +316,11 @@ func (r *run) lease(ctx context.Context, deadline time.Time) (func(), error) {
 	if r.o.adm != nil {
 		wait = min(wait, time.Until(deadline))
 	}
-	release, err := r.o.leases.Acquire(ctx, chatID{r.req.UserID, r.req.ChatID}.key(), wait)
+	release, err := r.o.leases.Acquire(ctx, r.place.key(), wait)
 	r.t.Lease = time.Since(t0)
 	switch {
+	case errors.Is(err, executor.ErrBusy) && r.client != nil:
+		return nil, Errorf(KindBusy, executor.ErrBusy, "the sandbox %q is busy with another request; wait for it to finish and send again", r.client.ID)
 	case errors.Is(err, executor.ErrBusy):
 		return nil, Errorf(KindBusy, executor.ErrBusy, "the chat %q is busy with another request; wait for it to finish and send again", r.req.ChatID)
 	case err != nil:
@@ -342,7 +374,7 @@ func (r *run) start(ctx context.Context) error {
 		return r.open(ctx)
 	}
 	spec := sessionSpec(r.a.Sandbox.Spec)
-	spec.UserID, spec.ChatID, spec.AssistantID = r.req.UserID, r.req.ChatID, r.a.ID
+	spec.UserID, spec.ChatID, spec.AssistantID = r.place.user, r.place.chat, r.a.ID
 	sb, err := r.create(ctx, spec)
 	r.t.ContainerStart = time.Since(t0)
 	if err != nil {
@@ -396,6 +428,11 @@ func (r *run) open(ctx context.Context) error {
 	}
 	if err := r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxReady}); err != nil {
 		return r.failure(ctx, err, nil)
+	}
+	if r.client != nil {
+		if err := r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxConnected, Sandbox: &executor.SandboxInfo{ID: r.client.ID}}); err != nil {
+			return r.failure(ctx, err, nil)
+		}
 	}
 	return nil
 }

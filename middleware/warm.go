@@ -221,6 +221,38 @@ func (p *warmPool) expire(e *warmEntry) {
 	p.o.removeWarm(e, "idle_ttl passed")
 }
 
+// has reports whether the chat has a kept container.
+func (p *warmPool) has(chat chatID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.entries[chat] != nil
+}
+
+// touch restarts the idle time to live of the chat's kept container, if
+// any, at ttl (a client sandbox's heartbeat).
+func (p *warmPool) touch(chat chatID, ttl time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.entries[chat]; e != nil && e.timer != nil {
+		e.timer.Reset(ttl)
+	}
+}
+
+// evict removes the chat's kept container, if any, under the chat's lease
+// (waiting for a request that holds it, up to ctx).
+func (p *warmPool) evict(ctx context.Context, chat chatID, why string) {
+	release, err := p.o.leases.Acquire(ctx, chat.key(), p.o.opts.TeardownTimeout)
+	if err != nil {
+		return // the request holding it will not keep it (sandboxes.go live)
+	}
+	defer release()
+	if e := p.take(chat); e != nil {
+		p.wg.Add(1)
+		defer p.wg.Done()
+		p.o.removeWarm(e, why)
+	}
+}
+
 // reclaim removes the oldest kept container to make room in memory for a
 // run; it reports whether it found one.
 func (p *warmPool) reclaim() bool {
@@ -343,7 +375,7 @@ func (p *preCLI) sameStart(inv executor.Invocation) bool {
 // it; a kept container made for another assistant or other options is
 // removed first (a new container must not meet it on the workspace).
 func (r *run) takeWarm() {
-	e := r.o.pool.take(chatID{r.req.UserID, r.req.ChatID})
+	e := r.o.pool.take(r.place)
 	if e == nil {
 		return
 	}
@@ -415,6 +447,9 @@ func (r *run) keepable(err error) bool {
 	if err != nil || r.sb == nil || r.a.Sandbox.Spec.IdleTTL <= 0 {
 		return false
 	}
+	if r.client != nil && !r.o.sandboxes.live(r.client) {
+		return false // deleted or stopped during the request
+	}
 	_, ok := r.sb.(parker)
 	return ok && time.Until(r.lifeEnd) >= r.a.Sandbox.Spec.Timeout
 }
@@ -428,7 +463,7 @@ func (r *run) keep(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.opts.TeardownTimeout)
 	defer cancel()
 	r.closeRoutes()
-	e := &warmEntry{chat: chatID{r.req.UserID, r.req.ChatID}, assistant: r.a.ID, key: warmKey(r.a), sb: r.sb, lifeEnd: r.lifeEnd,
+	e := &warmEntry{chat: r.place, assistant: r.a.ID, key: warmKey(r.a), sb: r.sb, lifeEnd: r.lifeEnd,
 		memory: r.a.Sandbox.Spec.MemoryBytes}
 	if e.memory <= 0 {
 		e.memory = defaultRunMemory

@@ -42,6 +42,13 @@ type extension struct {
 		Type   string         `json:"type"`
 		Props  map[string]any `json:"props"`
 	} `json:"ui"`
+	// Sandbox is a client sandbox's lifecycle event (kind "sandbox").
+	Sandbox *struct {
+		ID       string `json:"sandbox_id"`
+		Path     string `json:"path"`
+		Command  string `json:"command"`
+		ExitCode *int   `json:"exit_code"`
+	} `json:"sandbox"`
 	Timings map[string]float64 `json:"timings"`
 }
 
@@ -105,9 +112,9 @@ func runDemo(ctx context.Context, g *Gateway, dataDir string, out io.Writer) err
 
 // newClient is an OpenAI SDK client of the gateway at url for one user's
 // chat (X-Agentbox-User and X-Agentbox-Chat), with no retries.
-func newClient(url, user, chat string) sdk.Client {
-	return sdk.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
-		option.WithHeader("X-Agentbox-User", user), option.WithHeader("X-Agentbox-Chat", chat))
+func newClient(url, user, chat string, more ...option.RequestOption) sdk.Client {
+	return sdk.NewClient(append([]option.RequestOption{option.WithBaseURL(url + "/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
+		option.WithHeader("X-Agentbox-User", user), option.WithHeader("X-Agentbox-Chat", chat)}, more...)...)
 }
 
 // demoRequest streams one chat completion for chat, calling on for every

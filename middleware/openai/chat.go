@@ -60,9 +60,24 @@ func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request, authUser str
 	if ierr != nil {
 		return nil, ierr
 	}
+	sandbox := r.Header.Get(HeaderSandbox)
+	switch {
+	case sandbox == "":
+		sandbox = cr.Sandbox
+	case cr.Sandbox != "" && cr.Sandbox != sandbox:
+		return nil, badRequest("sandbox", "the %s header names %q and the sandbox field %q; name one sandbox", HeaderSandbox, sandbox, cr.Sandbox)
+	}
+	if sandbox != "" {
+		if s.opts.Sandboxes == nil {
+			return nil, badRequest("sandbox", "this gateway has no client sandboxes; leave %s and the sandbox field out", HeaderSandbox)
+		}
+		if err := executor.ValidateID("sandbox", sandbox); err != nil {
+			return nil, badRequest("sandbox", "%s", idProblem(err))
+		}
+	}
 	req := &middleware.Request{
 		AssistantID: cr.Model, Model: cr.Model, Messages: msgs,
-		UserID: user, ChatID: chat,
+		UserID: user, ChatID: chat, SandboxID: sandbox,
 		Stream: cr.Stream, Options: rest,
 	}
 	if cr.StreamOptions != nil {

@@ -16,6 +16,11 @@
 //     a sandbox); GET /v1/models/{id} adds "environment", the snapshot of
 //     what the agent finds in its sandbox, when Options.Environments
 //     has one.
+//   - /v1/sandboxes (when Options.Sandboxes is set): the client sandbox
+//     API, see sandboxes.go; a chat completion names a sandbox with the
+//     X-Agentbox-Sandbox header or the "sandbox" field, and its stream
+//     then carries the sandbox's lifecycle (kind "sandbox": connected,
+//     file_written, exec) in the extension.
 //
 // The request body is capped (Options.MaxBodyBytes, 8 MiB by default;
 // 413 beyond it). When the client goes away the handler's context is

@@ -45,6 +45,12 @@ func statusOf(e *middleware.Error) status {
 func bodyOf(e *middleware.Error) errorBody {
 	s := statusOf(e)
 	code := s.errCode
+	switch {
+	case e.Kind == middleware.KindNotFound && e.Param == "sandbox":
+		code = "sandbox_not_found"
+	case e.Kind == middleware.KindBusy && e.Param == "id":
+		code = "sandbox_exists"
+	}
 	b := errorBody{Error: errorObject{Message: e.Message, Type: s.errType, Code: &code}}
 	if e.Param != "" {
 		p := e.Param

@@ -62,6 +62,12 @@ type Options struct {
 	// snapshot (executor.Environment: OS, tools, limits, network) to GET
 	// /v1/models/{id} as "environment" (the Orchestrator is one).
 	Environments middleware.EnvironmentSource
+	// Sandboxes, when set, serves the client sandbox API under
+	// /v1/sandboxes (see sandboxes.go; the Orchestrator is one) and lets
+	// chat completions name a sandbox (X-Agentbox-Sandbox or "sandbox").
+	// Without it those paths are 404 (or Next's) and a named sandbox is
+	// refused.
+	Sandboxes middleware.SandboxManager
 	// OwnedBy is the owned_by of the listed models (default "agentbox").
 	OwnedBy string
 	// Logger receives one line per failed request (default: discarded).
@@ -108,15 +114,26 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("/v1/chat/completions", s.chatCompletions)
 	s.mux.HandleFunc("/v1/models", s.models)
 	s.mux.HandleFunc("/v1/models/{id}", s.models)
-	if opts.Next != nil {
-		s.mux.Handle("/", opts.Next)
-	} else {
-		s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, &middleware.Error{Kind: middleware.KindNotFound, Message: "no route for " + r.Method + " " + r.URL.Path +
-				"; this endpoint serves POST /v1/chat/completions and GET /v1/models"})
-		})
-	}
+	s.mux.HandleFunc("/v1/sandboxes", s.sandboxes)
+	s.mux.HandleFunc("/v1/sandboxes/{id}", s.sandbox)
+	s.mux.HandleFunc("/v1/sandboxes/{id}/heartbeat", s.sandbox)
+	s.mux.HandleFunc("/", s.noRoute)
 	return s, nil
+}
+
+// noRoute passes a request for no route of the adapter to Next, or
+// answers 404.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Next != nil {
+		s.opts.Next.ServeHTTP(w, r)
+		return
+	}
+	routes := "POST /v1/chat/completions and GET /v1/models"
+	if s.opts.Sandboxes != nil {
+		routes += " and /v1/sandboxes"
+	}
+	writeError(w, &middleware.Error{Kind: middleware.KindNotFound, Message: "no route for " + r.Method + " " + r.URL.Path +
+		"; this endpoint serves " + routes})
 }
 
 func (s *Server) now() time.Time { return s.opts.Now() }

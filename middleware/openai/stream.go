@@ -79,7 +79,7 @@ func (st *stream) sendText(text string) error {
 // sendEvent sends a non-text event in the extension: texts (thinking,
 // retry, sandbox) split across chunks, large payloads truncated.
 func (st *stream) sendEvent(ev executor.Event) error {
-	if ev.Text != "" && ev.Tool == nil && ev.ToolResult == nil && ev.UI == nil && ev.Init == nil && ev.Queue == nil {
+	if ev.Text != "" && ev.Tool == nil && ev.ToolResult == nil && ev.UI == nil && ev.Init == nil && ev.Queue == nil && ev.Sandbox == nil {
 		for _, piece := range split(ev.Text, st.textMax) {
 			c := st.chunk()
 			c.Agentbox = &extension{Kind: string(ev.Kind), Text: piece}

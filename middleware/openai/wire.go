@@ -17,10 +17,12 @@ type chatRequest struct {
 	StreamOptions *streamOptions `json:"stream_options"`
 	User          string         `json:"user"`
 	N             *int           `json:"n"`
+	// Sandbox names the client sandbox (an extension; HeaderSandbox).
+	Sandbox string `json:"sandbox"`
 }
 
 // knownFields are the request fields the adapter consumes itself.
-var knownFields = []string{"model", "messages", "stream", "stream_options", "user", "n"}
+var knownFields = []string{"model", "messages", "stream", "stream_options", "user", "n", "sandbox"}
 
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
@@ -114,16 +116,17 @@ func usageOf(u executor.Usage) *usage {
 // extension is the "agentbox" object of chunks and completions: an
 // executor.Event's fields, plus the adapter's own kinds and flags.
 type extension struct {
-	Kind       string               `json:"kind"`
-	Text       string               `json:"text,omitempty"`
-	Init       *executor.InitInfo   `json:"init,omitempty"`
-	Tool       *executor.ToolUse    `json:"tool,omitempty"`
-	ToolResult *executor.ToolResult `json:"tool_result,omitempty"`
-	UI         *executor.UIMessage  `json:"ui,omitempty"`
-	Queue      *executor.QueueInfo  `json:"queue,omitempty"`
-	Truncated  bool                 `json:"truncated,omitempty"`
-	Timings    *timings             `json:"timings,omitempty"`
-	Usage      *executor.Usage      `json:"usage,omitempty"`
+	Kind       string                `json:"kind"`
+	Text       string                `json:"text,omitempty"`
+	Init       *executor.InitInfo    `json:"init,omitempty"`
+	Tool       *executor.ToolUse     `json:"tool,omitempty"`
+	ToolResult *executor.ToolResult  `json:"tool_result,omitempty"`
+	UI         *executor.UIMessage   `json:"ui,omitempty"`
+	Queue      *executor.QueueInfo   `json:"queue,omitempty"`
+	Sandbox    *executor.SandboxInfo `json:"sandbox,omitempty"`
+	Truncated  bool                  `json:"truncated,omitempty"`
+	Timings    *timings              `json:"timings,omitempty"`
+	Usage      *executor.Usage       `json:"usage,omitempty"`
 }
 
 // Kinds of the extension besides executor's event kinds.
@@ -137,7 +140,7 @@ const (
 )
 
 func extensionOf(ev executor.Event) *extension {
-	return &extension{Kind: string(ev.Kind), Text: ev.Text, Init: ev.Init, Tool: ev.Tool, ToolResult: ev.ToolResult, UI: ev.UI, Queue: ev.Queue}
+	return &extension{Kind: string(ev.Kind), Text: ev.Text, Init: ev.Init, Tool: ev.Tool, ToolResult: ev.ToolResult, UI: ev.UI, Queue: ev.Queue, Sandbox: ev.Sandbox}
 }
 
 // timings are middleware.Timings in milliseconds.
