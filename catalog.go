@@ -1,6 +1,7 @@
 package agentbox
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/egress"
 	"github.com/agentbox/agentbox/executor/modelproxy"
 	"github.com/agentbox/agentbox/executor/modelproxy/anthropicopenai"
 	"github.com/agentbox/agentbox/hooks"
@@ -125,6 +127,11 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 		errs = append(errs, fmt.Errorf("sandbox.egress: %w", err))
 	}
 	s.Egress = pol
+	if pol.Intercepts() {
+		// The proxy terminates TLS for hosts with a credential; the
+		// agent's tools trust the gateway's CA (see stack.go).
+		s.Spec.Env = append(s.Spec.Env, egress.CAEnv(cmp.Or(s.Home, middleware.DefaultHome))...)
+	}
 	files, err := ca.SkillFiles(o.SkillsDir)
 	if err != nil {
 		errs = append(errs, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/egress"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/middleware"
@@ -144,4 +145,28 @@ func TestCatalogFromConfigCompilesHooksWithJSAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, coder.Hooks, "src/index.ts compiled by jsapi")
 	assert.True(t, coder.Hooks.HasCreate() || coder.Hooks.HasNext())
+}
+
+// TestCatalogEgressCA: an assistant whose egress has a secret trusts the
+// gateway's egress CA (its spec's environment points the usual tools at
+// the files the egress route installs); one without a secret does not.
+func TestCatalogEgressCA(t *testing.T) {
+	g := loadFixture(t)
+	ca := g.Assistants["coder"]
+	ca.Sandbox.Egress = []config.EgressRule{{Host: "registry.test", Secret: &config.EgressSecret{Env: "SEARCH_TOKEN"}}}
+	cat, err := agentbox.CatalogFromConfig(g, agentbox.ConfigOptions{Hooks: func(*config.Assistant) (hooks.Hooks, error) { return hooks.Funcs{}, nil }})
+	require.NoError(t, err)
+	coder, err := cat.Lookup(context.Background(), "coder")
+	require.NoError(t, err)
+	assert.Subset(t, coder.Sandbox.Spec.Env, egress.CAEnv(middleware.DefaultHome))
+	assert.True(t, coder.Sandbox.Egress.Intercepts())
+
+	ca.Sandbox.Egress = []config.EgressRule{{Host: "registry.test"}}
+	cat, err = agentbox.CatalogFromConfig(g, agentbox.ConfigOptions{Hooks: func(*config.Assistant) (hooks.Hooks, error) { return hooks.Funcs{}, nil }})
+	require.NoError(t, err)
+	coder, err = cat.Lookup(context.Background(), "coder")
+	require.NoError(t, err)
+	for _, kv := range coder.Sandbox.Spec.Env {
+		assert.NotContains(t, kv, "SSL_CERT_FILE", "no CA without a secret")
+	}
 }

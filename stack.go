@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/agentbox/cursor"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/executor/egress"
 	"github.com/agentbox/agentbox/executor/local"
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/middleware"
@@ -122,6 +123,13 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		return nil, fmt.Errorf("agentbox: assistants in %s: %w", cfg.Dir, err)
 	}
 	s := &Stack{Config: cfg, Catalog: cat, log: log}
+	if o.Egress.CA == nil && intercepts(cat) {
+		// One CA per gateway, in memory: credentials reach hosts inside
+		// the agents' CONNECT tunnels too (executor/egress).
+		if o.Egress.CA, err = egress.NewCA(); err != nil {
+			return nil, fmt.Errorf("agentbox: %w", err)
+		}
+	}
 	mo := o.Model
 	mo.Logger = log.Named("model")
 	mwo := middleware.Options{
@@ -186,4 +194,16 @@ func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Exe
 	}
 	return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
 		HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == ""})
+}
+
+// intercepts reports whether an assistant's egress policy has a
+// credential, which needs the gateway's egress CA.
+func intercepts(cat *middleware.StaticCatalog) bool {
+	list, _ := cat.List(context.Background()) // a StaticCatalog's List never fails
+	for _, a := range list {
+		if a.Sandbox != nil && a.Sandbox.Egress.Intercepts() {
+			return true
+		}
+	}
+	return false
 }

@@ -223,9 +223,12 @@ example.com, not example.com itself nor evil-example.com), an IP address, or an 
 | ` + "`prefix`" + ` | string | "" | text before the secret, e.g. "Bearer " |
 
 The proxy adds the secret to the requests it forwards itself to that host: ` + "`http://`" + `, and ` + "`https://`" + ` from clients
-that send the URL to the proxy (busybox wget; the proxy then speaks TLS upstream and verifies the certificate). Clients
-that tunnel ` + "`https://`" + ` with CONNECT (curl, git, npm, pip) get no credential: the tunnel is opaque. The agent never sees
-the secret.
+that send the URL to the proxy (busybox wget; the proxy then speaks TLS upstream and verifies the certificate), and
+` + "`https://`" + ` from clients that tunnel with CONNECT (curl, git, npm, pip): for a host with a secret the proxy terminates
+the tunnel with a certificate from the gateway's own CA (made at start-up, its key only in the gateway's memory), which
+the sandbox trusts through ` + "`$HOME/.agentbox/egress-ca.pem`" + ` and ` + "`ca-bundle.pem`" + ` (the image's roots plus the CA) and
+NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, REQUESTS_CA_BUNDLE and PIP_CERT; tunnels to hosts
+without a secret stay opaque. The agent never sees the secret (an allowed host that echoes it back can leak it).
 
 What it cannot stop: whatever the agent sends to an allowed host (an allowed git host or paste site can receive the
 workspace), and any protocol spoken inside a tunnel to an allowed host:port. DNS tunnelling is impossible: the sandbox has

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,22 +91,9 @@ func (h hostsResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.A
 // connection log names user, chat, host and bytes.
 func TestEgressEndToEnd(t *testing.T) {
 	e := newTestExecutor(t, func(o *Options) { o.HelperBinary = testenv.HelperBinary(t) })
-	var tokb [16]byte
-	_, _ = rand.Read(tokb[:])
-	token := "egress-secret-" + hex.EncodeToString(tokb[:])
-
-	var mu sync.Mutex
-	var seen []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen = append(seen, r.Host+" "+r.Header.Get("Authorization"))
-		mu.Unlock()
-		if r.Header.Get("Authorization") != "Bearer "+token {
-			http.Error(w, "no credential", http.StatusUnauthorized)
-			return
-		}
-		_, _ = io.WriteString(w, "registry-index-v1\n")
-	}))
+	reg := newRegistry("registry-index-v1\n")
+	token := reg.token
+	srv := httptest.NewServer(reg)
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 
@@ -145,9 +133,7 @@ func TestEgressEndToEnd(t *testing.T) {
 
 	out := mustRun(t, sb, fmt.Sprintf("wget -q -O - http://pkgs.test:%d/index.json", port))
 	assert.Equal(t, "registry-index-v1", out)
-	mu.Lock()
-	assert.Equal(t, []string{fmt.Sprintf("pkgs.test:%d Bearer %s", port, token)}, seen, "the credential reached the registry")
-	mu.Unlock()
+	assert.Equal(t, []string{fmt.Sprintf("pkgs.test:%d Bearer %s", port, token)}, reg.requests(), "the credential reached the registry")
 
 	// HTTPS: busybox wget sends the https:// URL to the proxy, which speaks
 	// TLS upstream itself and checks the server's certificate.
@@ -177,28 +163,9 @@ func TestEgressEndToEnd(t *testing.T) {
 	assert.Contains(t, body, "403 Forbidden")
 	assert.Contains(t, body, "other.test:"+fmt.Sprint(port)+" is not on the sandbox's egress allowlist")
 	assert.Contains(t, body, egress.ConfigKey)
-	mu.Lock()
-	assert.Len(t, seen, 1, "no refused request reached the server")
-	mu.Unlock()
+	assert.Len(t, reg.requests(), 1, "no refused request reached the server")
 
-	// The secret is nowhere the agent can look: no process environment or
-	// command line, no file in the writable places. The search runs on the
-	// host over what the container prints, so the token is never put in
-	// the container by the test itself.
-	dump := mustRun(t, sb, `cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'; `+
-		`find /workspace /tmp "$HOME" /run/agentbox -type f 2>/dev/null | while read -r f; do cat "$f"; done 2>/dev/null; env`)
-	assert.Contains(t, dump, "HTTP_PROXY=http://127.0.0.1:", "the dump covers the environment")
-	assert.NotContains(t, dump, token)
-	assert.NotContains(t, dump, hex.EncodeToString(tokb[:]))
-	// Nor in the memory of any process of the container, read from the
-	// host; the helper's own argument is the control that the read works.
-	found, control := searchContainerMemory(t, sb.ID(), []byte(token), []byte("--egress-port"))
-	assert.False(t, found, "the secret is in a container process's memory")
-	assert.True(t, control, "the memory search found the helper's own argument")
-	inspect, err := e.api.ContainerInspect(context.Background(), sb.ID())
-	require.NoError(t, err)
-	ib, _ := json.Marshal(inspect)
-	assert.NotContains(t, string(ib), token, "docker inspect does not show it either")
+	assertSecretNowhere(t, e, sb, token, "HTTP_PROXY=http://127.0.0.1:")
 
 	// The log: one line per attempt with user, chat, host and bytes.
 	var ok, refused int
@@ -229,6 +196,63 @@ func TestEgressEndToEnd(t *testing.T) {
 // searchContainerMemory reads every readable mapping of every process of
 // the container through the host's /proc (the test runs as root) and
 // reports whether needle and control occur.
+// registry is a loopback stand-in for a package registry: it answers its
+// body only to requests that carry "Bearer " and its random token, and
+// records every request's host and Authorization.
+type registry struct {
+	token, body string
+	mu          sync.Mutex
+	seen        []string
+}
+
+func newRegistry(body string) *registry {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return &registry{token: "egress-secret-" + hex.EncodeToString(b[:]), body: body}
+}
+
+func (g *registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	g.seen = append(g.seen, r.Host+" "+r.Header.Get("Authorization"))
+	g.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer "+g.token {
+		http.Error(w, "no credential", http.StatusUnauthorized)
+		return
+	}
+	_, _ = io.WriteString(w, g.body)
+}
+
+// requests returns the requests seen so far.
+func (g *registry) requests() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.seen)
+}
+
+// assertSecretNowhere checks that token is nowhere the agent can look: no
+// process environment or command line, no file in the writable places
+// (the dump must contain envMarker, proof that it covers the environment),
+// no process memory read from the host, no docker inspect. The search runs
+// on the host over what the container prints, so the test never puts the
+// token in the container itself.
+func assertSecretNowhere(t *testing.T, e *Executor, sb *Sandbox, token, envMarker string) {
+	t.Helper()
+	dump := mustRun(t, sb, `cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'; `+
+		`find /workspace /tmp "$HOME" /run/agentbox -type f 2>/dev/null | while read -r f; do cat "$f"; done 2>/dev/null; env`)
+	assert.Contains(t, dump, envMarker, "the dump covers the environment")
+	assert.NotContains(t, dump, token)
+	assert.NotContains(t, dump, token[len(token)/2:], "not even in part")
+	assert.NotContains(t, dump, "PRIVATE KEY", "no key of the gateway's either")
+	// The helper's own argument is the control that the memory read works.
+	found, control := searchContainerMemory(t, sb.ID(), []byte(token), []byte("--egress-port"))
+	assert.False(t, found, "the secret is in a container process's memory")
+	assert.True(t, control, "the memory search found the helper's own argument")
+	inspect, err := e.api.ContainerInspect(context.Background(), sb.ID())
+	require.NoError(t, err)
+	ib, _ := json.Marshal(inspect)
+	assert.NotContains(t, string(ib), token, "docker inspect does not show it either")
+}
+
 func searchContainerMemory(t *testing.T, id string, needle, control []byte) (foundNeedle, foundControl bool) {
 	t.Helper()
 	out, err := exec.Command("docker", "top", id, "-eo", "pid").Output()

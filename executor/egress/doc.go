@@ -34,13 +34,20 @@
 // on the absolute-form requests it forwards to the rule's hosts (http://,
 // and https:// from clients that send it so), replacing whatever the agent
 // sent, so the secret never enters the sandbox. CONNECT tunnels are opaque
-// TLS and cannot carry it (that would need a CA the sandbox trusts, which
-// this package does not make).
+// TLS and cannot carry it, unless the proxy has a CA (Options.CA, NewCA):
+// then a tunnel to a host whose rule has a Credential is terminated by the
+// proxy with a certificate for that host signed by the CA, and each
+// request inside is forwarded as an absolute-form https:// one, to the
+// tunnel's host only, over the proxy's own verified TLS, with the
+// credential set. The sandbox trusts the CA through CAInstallScript's
+// files and CAEnv; the CA's key stays in the gateway. Tunnels to hosts
+// without a credential stay opaque.
 //
 // What it cannot stop: anything the agent sends to an allowed host (a
 // workspace uploaded to an allowed git host or a paste site on the list is
-// gone), traffic inside an allowed TLS tunnel, and any protocol spoken to an
-// allowed host:port through CONNECT. DNS tunnelling is not possible: the
+// gone), traffic inside an allowed TLS tunnel, any protocol spoken to an
+// allowed host:port through CONNECT, and a credential an allowed host
+// echoes back in its answers. DNS tunnelling is not possible: the
 // sandbox has no network and no resolver, and names reach the host's
 // resolver only as the host part of an allowed request, which the policy
 // checked first. The byte cap bounds volume, not content.

@@ -213,6 +213,21 @@ func (p *Policy) Rules() []Rule {
 	return append([]Rule(nil), p.rules...)
 }
 
+// Intercepts reports whether a rule carries a Credential: with a CA, the
+// proxy then terminates TLS for that host, so the sandbox must trust the
+// CA (CAEnv, CAInstallScript).
+func (p *Policy) Intercepts() bool {
+	if p == nil {
+		return false
+	}
+	for _, r := range p.rules {
+		if r.Credential != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Check decides whether host:port may be reached and returns the rule that
 // allows it: the first exact rule, else the first wildcard. host is what
 // the agent asked for (a name or an IP literal). Refusals wrap ErrRefused

@@ -69,6 +69,11 @@ type Options struct {
 	// forwards itself (absolute-form, not CONNECT); nil verifies upstream
 	// certificates against the gateway's system roots.
 	UpstreamTLS *tls.Config
+	// CA, when set, lets the proxy add credentials inside CONNECT tunnels
+	// too: a tunnel to a host whose rule has a Credential is terminated
+	// with a certificate the CA signs (see CA); the sandbox must trust
+	// the CA. Without it such tunnels stay opaque and carry no credential.
+	CA *CA
 	// Logger gets one line per connection; the caller adds user and chat
 	// with With. Secrets are never logged.
 	Logger hclog.Logger
@@ -282,6 +287,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.rule = rule.String()
 	defer func() { <-p.slots }()
 	if r.Method == http.MethodConnect {
+		if p.o.CA != nil && rule.Credential != nil {
+			p.intercept(w, r, a, rule, addrs)
+			return
+		}
 		p.tunnel(w, r, a, addrs)
 		return
 	}

@@ -1,12 +1,13 @@
 package modelroute
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"net"
-
-	"context"
 	"io"
+	"net"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -30,6 +31,12 @@ type EgressOptions struct {
 	// Secret reads a credential's environment variable (os.LookupEnv when
 	// nil).
 	Secret func(name string) (string, bool)
+	// CA, when set, adds credentials inside CONNECT tunnels too
+	// (egress.Options.CA): Open installs its certificate in the sandbox's
+	// HOME (egress.CAInstallScript) for assistants whose policy has a
+	// credential, whose Spec.Env must carry egress.CAEnv (the agentbox
+	// package sets both).
+	CA *egress.CA
 }
 
 // egressRelay is what a sandbox with the helper's egress relay offers
@@ -56,7 +63,7 @@ var _ middleware.EgressRouter = (*Egress)(nil)
 func NewEgress(o EgressOptions) *Egress { return &Egress{opts: o} }
 
 // Open implements middleware.EgressRouter.
-func (e *Egress) Open(_ context.Context, sb executor.Sandbox, a *middleware.Assistant, log hclog.Logger) (io.Closer, error) {
+func (e *Egress) Open(ctx context.Context, sb executor.Sandbox, a *middleware.Assistant, log hclog.Logger) (io.Closer, error) {
 	pol := a.Sandbox.Egress
 	if pol == nil {
 		return nil, nil
@@ -70,7 +77,22 @@ func (e *Egress) Open(_ context.Context, sb executor.Sandbox, a *middleware.Assi
 		return nil, err
 	}
 	o := e.opts
-	p, err := egress.New(egress.Options{Policy: pol, Resolver: o.Resolver, Secret: o.Secret, MaxBytes: o.MaxBytes,
+	ca := o.CA
+	if !pol.Intercepts() {
+		ca = nil
+	}
+	if ca != nil {
+		var stderr bytes.Buffer
+		res, err := sb.Exec(ctx, &executor.Cmd{Args: []string{"sh", "-c", egress.CAInstallScript}, Stdin: bytes.NewReader(ca.CertPEM()),
+			Stderr: &stderr, Timeout: 30 * time.Second})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, bytes.TrimSpace(stderr.Bytes()))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("modelroute: installing the egress CA in the sandbox: %w", err)
+		}
+	}
+	p, err := egress.New(egress.Options{Policy: pol, Resolver: o.Resolver, Secret: o.Secret, MaxBytes: o.MaxBytes, CA: ca,
 		MaxConcurrent: o.MaxConcurrent, MaxConnections: o.MaxConnections, Logger: log.Named("egress").With("sandbox", sb.ID())})
 	if err != nil {
 		return nil, fmt.Errorf("modelroute: egress of %q: %w", a.ID, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/egress"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/executor/helper"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -203,4 +204,45 @@ func TestEgressNeedsTheRelay(t *testing.T) {
 	none, err := agentbox.EgressPolicy(nil)
 	require.NoError(t, err)
 	assert.Nil(t, none, "no entries: no proxy")
+}
+
+// TestEgressInstallsTheCA: with a CA, a policy with a credential gets the
+// CA's certificate installed in the sandbox's HOME before the proxy opens
+// (the install script, the certificate on stdin); a policy without one
+// gets nothing.
+func TestEgressInstallsTheCA(t *testing.T) {
+	ca, err := egress.NewCA()
+	require.NoError(t, err)
+	for name, secret := range map[string]*config.EgressSecret{"credential": {Env: "T"}, "no credential": nil} {
+		t.Run(name, func(t *testing.T) {
+			pol, err := agentbox.EgressPolicy([]config.EgressRule{{Host: "pkgs.test", Secret: secret}})
+			require.NoError(t, err)
+			hostDir := t.TempDir()
+			ex := &egressExecutor{FakeExecutor: executortest.NewExecutor(t), dir: hostDir}
+			var scripts []string
+			var stdin []byte
+			ex.OnCreate = func(sb *executortest.FakeSandbox) {
+				sb.ExecFunc = func(_ context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
+					scripts = append(scripts, strings.Join(cmd.Args, " "))
+					if cmd.Stdin != nil {
+						stdin, _ = io.ReadAll(cmd.Stdin)
+					}
+					return executor.ExecResult{}, nil
+				}
+			}
+			sb, err := ex.Create(context.Background(), executor.Spec{UserID: "u", ChatID: "c"})
+			require.NoError(t, err)
+			a := &middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{Spec: executor.Spec{User: fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())}, Egress: pol}}
+			route, err := modelroute.NewEgress(modelroute.EgressOptions{CA: ca}).Open(context.Background(), sb, a, hclog.NewNullLogger())
+			require.NoError(t, err)
+			defer func() { _ = route.Close() }()
+			if secret == nil {
+				assert.Empty(t, scripts)
+				return
+			}
+			require.Len(t, scripts, 1)
+			assert.Contains(t, scripts[0], egress.CABundleFile)
+			assert.Equal(t, ca.CertPEM(), stdin)
+		})
+	}
 }
