@@ -48,6 +48,9 @@ type run struct {
 	// then that sandbox; see sandboxes.go).
 	place  chatID
 	client *clientSandbox
+	// prewarming: the run only starts a client sandbox's container (and a
+	// CLI for a new session) before its first request.
+	prewarming bool
 	// toolUses are the agent's write and Bash calls awaiting their
 	// results, for the client sandbox's lifecycle events.
 	toolUses map[string]*executor.ToolUse

@@ -413,9 +413,10 @@ func isSandboxChat(chat string) bool { return strings.HasPrefix(chat, sandboxCha
 
 // prewarm starts s's container before its first message, as a request
 // would (the sandbox's lease, a run slot, Create, the model route, the
-// workspace files and HOME), and keeps it for the first request. The CLI
-// is not started ahead: which chat, and so which session, comes first is
-// not known yet.
+// workspace files and HOME), keeps it for the first request, and starts
+// the CLI for a new session in it, waiting on stdin: the first request of
+// a chat without a session adopts that session and only writes its
+// message (a chat with a session to resume, or other options, discards it).
 func (o *Orchestrator) prewarm(ctx context.Context, s *clientSandbox, a *Assistant) (err error) {
 	ctx, exit, err := o.enter(ctx)
 	if err != nil {
@@ -430,7 +431,7 @@ func (o *Orchestrator) prewarm(ctx context.Context, s *clientSandbox, a *Assista
 	}
 	place := s.place()
 	r := &run{o: o, a: a, req: &Request{AssistantID: a.ID, Model: a.ID, UserID: place.user, ChatID: place.chat},
-		emit: func(executor.Event) error { return nil }, arrived: time.Now(), place: place, client: s,
+		emit: func(executor.Event) error { return nil }, arrived: time.Now(), place: place, client: s, prewarming: true,
 		log: o.log.With("assistant", a.ID, "user", place.user, "sandbox", s.ID, "phase", "prewarm")}
 	ctx = r.startTrace(ctx)
 	defer r.tr.req.End()

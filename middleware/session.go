@@ -382,6 +382,10 @@ func (r *run) openSession(ctx context.Context, runner executor.Runner, rr *execu
 		r.log.Debug("the history does not continue the chat's session; starting a new one", "session", rec.SessionID)
 	}
 	rr.SessionID, rr.Resume = newSessionID(), false
+	if w := r.warm; w != nil && w.pre != nil && w.pre.fresh {
+		// The CLI pre-started for a new session waits with this id.
+		rr.SessionID = w.pre.session
+	}
 	if cs.file, err = sr.TranscriptFile(*rr); err != nil {
 		r.log.Warn("no session continuity for this run", "error", err)
 		rr.SessionID = ""

@@ -335,7 +335,10 @@ type preCLI struct {
 	inv     executor.Invocation
 	token   string
 	session string
-	proc    *agentProc
+	// fresh: started for a new session (a pre-warmed client sandbox),
+	// not resuming one.
+	fresh bool
+	proc  *agentProc
 }
 
 // discard stops the CLI and waits for it up to wait. It is safe on nil.
@@ -533,8 +536,17 @@ func (r *run) resetContainer(ctx context.Context, e *warmEntry) error {
 func (r *run) preStart(e *warmEntry) *preCLI {
 	cs := r.session
 	runner := r.o.runners[r.a.Sandbox.Runner]
-	if cs == nil || e.homeSession != cs.id || runner == nil {
+	fresh := cs == nil && r.prewarming
+	if runner == nil || !fresh && (cs == nil || e.homeSession != cs.id) {
 		return nil
+	}
+	if fresh {
+		// A pre-warmed client sandbox: a CLI for a new session, which the
+		// first request of a chat without a session adopts (openSession).
+		sr, ok := runner.(sessionRunner)
+		if r.o.opts.SessionDir == "" || !ok || !sr.SessionsEnabled(r.runRequest()) {
+			return nil
+		}
 	}
 	if r.o.opts.Tools != nil && r.o.opts.Tools.Serves(r.a.Sandbox.Run.AllowedTools) {
 		// The tools session is per request; a CLI started before it
@@ -554,8 +566,13 @@ func (r *run) preStart(e *warmEntry) *preCLI {
 		}
 		rr.ModelBaseURL, rr.APIKey = relay.ModelBaseURL(), tok
 	}
-	rr.Messages = append(slices.Clone(r.messages), executor.Message{Role: "assistant", Content: r.answer}, executor.Message{Role: "user", Content: "."})
-	rr.SessionID, rr.Resume = cs.id, true
+	if fresh {
+		rr.Messages = []executor.Message{{Role: "user", Content: "."}}
+		rr.SessionID = newSessionID()
+	} else {
+		rr.Messages = append(slices.Clone(r.messages), executor.Message{Role: "assistant", Content: r.answer}, executor.Message{Role: "user", Content: "."})
+		rr.SessionID, rr.Resume = cs.id, true
+	}
 	inv, err := runner.Invocation(rr)
 	if err != nil {
 		return nil
@@ -568,7 +585,7 @@ func (r *run) preStart(e *warmEntry) *preCLI {
 	pr, pw := io.Pipe()
 	proc := r.startProc(ctx, inv, pr, time.Until(e.lifeEnd))
 	proc.stdin = pw
-	return &preCLI{inv: inv, token: tok, session: cs.id, proc: proc}
+	return &preCLI{inv: inv, token: tok, session: rr.SessionID, fresh: fresh, proc: proc}
 }
 
 // openWarmRoute opens the model route of a turn in a kept container: for

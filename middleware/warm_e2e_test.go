@@ -111,7 +111,7 @@ func newWarmE2E(t testing.TB, dataDir, instance string, idle time.Duration, mods
 	require.NoError(t, err)
 	env.o = o
 	t.Cleanup(func() { _ = o.Close() })
-	s, err := openai.New(openai.Options{Handler: middleware.Chain(middleware.UnknownAssistant, o.Wrap), Catalog: env.cat})
+	s, err := openai.New(openai.Options{Handler: middleware.Chain(middleware.UnknownAssistant, o.Wrap), Catalog: env.cat, Sandboxes: o})
 	require.NoError(t, err)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
@@ -134,6 +134,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 // result.
 func (env *warmE2E) ask(t testing.TB, user string, msgs ...string) (string, []*scriptedapi.Request, time.Duration, time.Duration) {
 	t.Helper()
+	return env.askWith(t, nil, user, msgs...)
+}
+
+// askWith is ask with request options (a sandbox header).
+func (env *warmE2E) askWith(t testing.TB, opts []option.RequestOption, user string, msgs ...string) (string, []*scriptedapi.Request, time.Duration, time.Duration) {
+	t.Helper()
 	before := len(env.api.MessageRequests())
 	p := sdk.ChatCompletionNewParams{Model: "coder", User: sdk.String(user)}
 	for i, m := range msgs {
@@ -145,7 +151,7 @@ func (env *warmE2E) ask(t testing.TB, user string, msgs ...string) (string, []*s
 	}
 	env.first.Store(0)
 	t0 := time.Now()
-	comp, err := env.client.Chat.Completions.New(context.Background(), p)
+	comp, err := env.client.Chat.Completions.New(context.Background(), p, opts...)
 	took := time.Since(t0)
 	require.NoError(t, err)
 	first := time.Duration(env.first.Load() - t0.UnixNano())
@@ -435,14 +441,15 @@ func TestWarmGatewayProcess(t *testing.T) {
 }
 
 // BenchmarkSessionTurn measures, in one run, a cold request (request
-// policy, new chat) to its result, and a warm turn (session policy, kept
+// policy, new chat) to its result, a warm turn (session policy, kept
 // container, pre-started CLI) to its first model request and to its
-// result. Run with -benchtime=7x for seven rounds.
+// result, and the first request in a pre-warmed client sandbox (a new
+// chat in a kept container with a CLI started for a new session) to both. Run with -benchtime=7x for seven rounds.
 func BenchmarkSessionTurn(b *testing.B) {
 	cold := newWarmE2E(b, b.TempDir(), "", 0)
 	warm := newWarmE2E(b, b.TempDir(), "", 10*time.Minute)
 	ctx := context.Background()
-	var coldRes, coldFirst, warmRes, warmFirst []time.Duration
+	var coldRes, coldFirst, warmRes, warmFirst, preRes, preFirst []time.Duration
 	const u1 = "Say something."
 	a1, _, _, _ := warm.ask(b, "alice:bench", u1)
 	conv := []string{u1, a1}
@@ -458,6 +465,21 @@ func BenchmarkSessionTurn(b *testing.B) {
 		conv = append(conv, answer)
 		warmFirst, warmRes = append(warmFirst, first), append(warmRes, took)
 		require.NoError(b, warm.o.Settle(ctx))
+
+		// A client sandbox pre-warmed before its first message.
+		id := "pw" + strconv.Itoa(i)
+		_, err := warm.o.CreateSandbox(ctx, "alice", middleware.SandboxCreate{ID: id, Assistant: "coder", Prewarm: true})
+		require.NoError(b, err)
+		// The client pre-warms while its user types: the CLI's start (about
+		// 2 s of CPU) is done before the message, as it is for a warm
+		// turn after its previous one.
+		b.StopTimer()
+		time.Sleep(3 * time.Second)
+		b.StartTimer()
+		_, _, first, took = warm.askWith(b, []option.RequestOption{option.WithHeader("X-Agentbox-Sandbox", id)}, "alice:pre"+strconv.Itoa(i), u1)
+		preFirst, preRes = append(preFirst, first), append(preRes, took)
+		require.NoError(b, warm.o.Settle(ctx))
+		require.NoError(b, warm.o.DeleteSandbox(ctx, "alice", id))
 	}
 	b.StopTimer()
 	p50 := func(d []time.Duration) time.Duration {
@@ -471,5 +493,39 @@ func BenchmarkSessionTurn(b *testing.B) {
 	b.ReportMetric(ms(p50(warmFirst)), "warm-first-ms")
 	b.ReportMetric(ms(p50(warmRes)), "warm-result-ms")
 	b.ReportMetric(ms(p50(warmRes))/ms(p50(coldRes)), "warm/cold")
-	b.Logf("cold result %v, warm first model request %v, warm result %v", coldRes, warmFirst, warmRes)
+	b.ReportMetric(ms(p50(preFirst)), "prewarmed-first-ms")
+	b.ReportMetric(ms(p50(preRes)), "prewarmed-result-ms")
+	b.Logf("cold result %v, warm first model request %v, warm result %v, pre-warmed sandbox first model request %v, result %v",
+		coldRes, warmFirst, warmRes, preFirst, preRes)
+}
+
+// TestE2EPrewarmedSandboxStartsTheCLI: pre-warming a client sandbox
+// starts its container and a CLI for a new session before any message;
+// the first request of a new chat in it takes that CLI (same session id)
+// and continues in the same container.
+func TestE2EPrewarmedSandboxStartsTheCLI(t *testing.T) {
+	dataDir := t.TempDir()
+	env := newWarmE2E(t, dataDir, "", 0)
+	ctx := context.Background()
+	n := env.runner.count()
+	sb, err := env.o.CreateSandbox(ctx, "alice", middleware.SandboxCreate{ID: "pw", Assistant: "coder", Prewarm: true})
+	require.NoError(t, err)
+	assert.Equal(t, middleware.SandboxWarm, sb.State)
+	ids := chatContainers(t, dataDir, "_sbx.pw")
+	require.Len(t, ids, 1, "the container is up before the first message")
+	require.Equal(t, n+1, env.runner.count(), "a CLI was started ahead")
+	preSession, ok := flag(env.runner.last(), "--session-id")
+	require.True(t, ok, "for a new session: %v", env.runner.last())
+	top, err := exec.Command("docker", "top", ids[0], "-eo", "pid,args").CombinedOutput()
+	require.NoError(t, err, "%s", top)
+	assert.Contains(t, string(top), preSession, "the CLI waits in the container")
+
+	answer, _, first, took := env.askWith(t, []option.RequestOption{option.WithHeader("X-Agentbox-Sandbox", "pw")}, "alice:p1", "Please run the command.")
+	assert.Contains(t, answer, sessionMarker)
+	got, ok := flag(env.runner.last(), "--session-id")
+	require.True(t, ok)
+	assert.Equal(t, preSession, got, "the first request adopted the pre-started CLI's session")
+	require.NoError(t, env.o.Settle(ctx))
+	assert.Equal(t, ids, chatContainers(t, dataDir, "_sbx.pw"), "in the pre-warmed container, kept after the turn")
+	t.Logf("pre-warmed sandbox: first model request after %v, result after %v", first.Round(time.Millisecond), took.Round(time.Millisecond))
 }
