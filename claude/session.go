@@ -1,10 +1,15 @@
 package claude
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"path"
 	"regexp"
 	"strings"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/agentbox/agentbox/executor"
 )
@@ -90,4 +95,64 @@ func sessionArgs(req executor.RunRequest) []string {
 	default:
 		return []string{"--session-id", req.SessionID}
 	}
+}
+
+// ReplayTranscript implements the middleware's history replay: a
+// transcript for the new session req.SessionID that holds the
+// conversation before req's last message as the CLI's own user and
+// assistant entries (text only, chained by parentUuid), so that the CLI
+// started with --resume req.SessionID sends those turns to the model as
+// real messages and makes no model call for them. It returns, for each
+// user or assistant message of that history, the uuid of its entry for an
+// assistant message ("" for a user one): where a later fork may cut. It
+// fails when the history is not user-first alternating turns (the API
+// needs that shape), so the caller can fall back to the history as text.
+func (r *Runner) ReplayTranscript(req executor.RunRequest) ([]byte, []string, error) {
+	if !uuidPattern.MatchString(req.SessionID) {
+		return nil, nil, fmt.Errorf("%w: the session id %q is not a UUID", executor.ErrInvalid, req.SessionID)
+	}
+	if len(req.Messages) == 0 {
+		return nil, nil, fmt.Errorf("%w: nothing to replay", executor.ErrInvalid)
+	}
+	var buf bytes.Buffer
+	var anchors []string
+	var parent any
+	want := "user"
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	for _, m := range req.Messages[:len(req.Messages)-1] {
+		if m.Role != "user" && m.Role != "assistant" {
+			continue // system messages reach the CLI as its system prompt
+		}
+		if m.Role != want {
+			return nil, nil, fmt.Errorf("%w: the history has two %s messages in a row or starts with an answer", executor.ErrInvalid, m.Role)
+		}
+		id := uuid.NewString()
+		var msg any = map[string]any{"role": "user", "content": m.Content}
+		anchor := ""
+		if m.Role == "assistant" {
+			msg = map[string]any{"role": "assistant", "type": "message", "id": "msg_replayed_" + strings.ReplaceAll(id, "-", ""),
+				"model": req.Model, "content": []any{map[string]any{"type": "text", "text": m.Content}},
+				"stop_reason": "end_turn", "stop_sequence": nil, "usage": map[string]any{"input_tokens": 0, "output_tokens": 0}}
+			anchor = id
+			want = "user"
+		} else {
+			want = "assistant"
+		}
+		line, err := json.Marshal(map[string]any{"parentUuid": parent, "isSidechain": false, "type": m.Role, "message": msg,
+			"uuid": id, "timestamp": now, "userType": "external", "cwd": req.Workdir, "sessionId": req.SessionID})
+		if err != nil {
+			return nil, nil, fmt.Errorf("claude: replay: %w", err)
+		}
+		buf.Write(line)
+		buf.WriteByte('\n')
+		anchors = append(anchors, anchor)
+		parent = id
+	}
+	if len(anchors) == 0 {
+		return nil, nil, fmt.Errorf("%w: no earlier turns to replay", executor.ErrInvalid)
+	}
+	if want != "user" {
+		return nil, nil, fmt.Errorf("%w: the history ends with a user message before the last one", executor.ErrInvalid)
+	}
+	return buf.Bytes(), anchors, nil
 }

@@ -2,6 +2,7 @@ package claude_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -144,5 +145,63 @@ func TestTranscriptFile(t *testing.T) {
 	assert.Equal(t, ".claude/projects/-home-agent-my-project-1/"+sessionID+".jsonl", got)
 	req.SessionID = "x/../../y"
 	_, err = r.TranscriptFile(req)
+	assert.ErrorIs(t, err, executor.ErrInvalid)
+}
+
+// TestReplayTranscript: the history before the last message becomes the
+// new session's user and assistant entries, chained, with an anchor per
+// answer; histories of other shapes are refused so the caller falls back
+// to text.
+func TestReplayTranscript(t *testing.T) {
+	const sid = "0b6f2c4e-1a2b-4c3d-8e9f-001122334455"
+	req := executor.RunRequest{SessionID: sid, Workdir: "/workspace", Model: "claude-sonnet-4-6", Messages: []executor.Message{
+		{Role: "system", Content: "be brief"},
+		{Role: "user", Content: "first (edited)"}, {Role: "assistant", Content: "one"},
+		{Role: "user", Content: "second"}, {Role: "assistant", Content: "two"},
+		{Role: "user", Content: "third"},
+	}}
+	data, anchors, err := claude.New().ReplayTranscript(req)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.Len(t, lines, 4, "the system message and the last message are not entries")
+	require.Len(t, anchors, 4)
+	var parent any
+	for i, l := range lines {
+		var e struct {
+			Parent    any    `json:"parentUuid"`
+			Type      string `json:"type"`
+			UUID      string `json:"uuid"`
+			SessionID string `json:"sessionId"`
+			Cwd       string `json:"cwd"`
+			Message   struct {
+				Role    string          `json:"role"`
+				Content json.RawMessage `json:"content"`
+			} `json:"message"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &e), l)
+		assert.Equal(t, parent, e.Parent, "entry %d is chained to the one before", i)
+		assert.Equal(t, sid, e.SessionID)
+		assert.Equal(t, "/workspace", e.Cwd)
+		assert.Equal(t, e.Type, e.Message.Role)
+		assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, e.UUID)
+		if e.Type == "assistant" {
+			assert.Equal(t, e.UUID, anchors[i], "an answer's entry is its anchor")
+		} else {
+			assert.Empty(t, anchors[i])
+		}
+		parent = e.UUID
+	}
+	assert.Contains(t, lines[0], `"content":"first (edited)"`)
+	assert.Contains(t, lines[3], `"text":"two"`)
+
+	for name, msgs := range map[string][]executor.Message{
+		"answer first":       {{Role: "assistant", Content: "hi"}, {Role: "user", Content: "x"}},
+		"two users in a row": {{Role: "user", Content: "a"}, {Role: "user", Content: "b"}, {Role: "user", Content: "c"}},
+		"nothing before":     {{Role: "user", Content: "x"}},
+	} {
+		_, _, err := claude.New().ReplayTranscript(executor.RunRequest{SessionID: sid, Messages: msgs})
+		assert.ErrorIs(t, err, executor.ErrInvalid, name)
+	}
+	_, _, err = claude.New().ReplayTranscript(executor.RunRequest{SessionID: "not-a-uuid", Messages: req.Messages})
 	assert.ErrorIs(t, err, executor.ErrInvalid)
 }

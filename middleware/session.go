@@ -392,7 +392,54 @@ func (r *run) openSession(ctx context.Context, runner executor.Runner, rr *execu
 		return nil
 	}
 	cs.id = rr.SessionID
+	if hist := rr.Messages[:max(0, len(rr.Messages)-1)]; hasTurns(hist) {
+		r.replay(ctx, sr, rr, cs)
+	}
 	return cs
+}
+
+// replayer is a session runner that can write a new session's transcript
+// holding an earlier history as real turns (claude.Runner).
+type replayer interface {
+	ReplayTranscript(req executor.RunRequest) ([]byte, []string, error)
+}
+
+// replay gives a new session the history the client sent as real user and
+// assistant turns, without model calls: the runner writes them as the
+// session's transcript, placed in HOME, and the CLI resumes it with just
+// the last message. When it cannot (another runner, a history of another
+// shape, a failed placement), the history reaches the agent as text.
+func (r *run) replay(ctx context.Context, sr sessionRunner, rr *executor.RunRequest, cs *chatSession) {
+	rp, ok := sr.(replayer)
+	if !ok {
+		return
+	}
+	data, anchors, err := rp.ReplayTranscript(*rr)
+	if err == nil {
+		err = executor.PlaceHomeFiles(ctx, r.sb, rr.Home, map[string][]byte{cs.file: data})
+	}
+	if err != nil {
+		r.log.Debug("the history reaches the agent as text", "reason", err)
+		return
+	}
+	rr.Resume = true
+	cs.resumed = true
+	// The anchors index the client's conversation; a Create hook that
+	// changed its turns leaves no fork points in them.
+	if len(conversationChain(cs.conversation)) == len(anchors)+1 {
+		cs.anchors = anchors
+	}
+	r.log.Debug("the history is replayed as the new session's turns", "session", cs.id, "messages", len(anchors))
+}
+
+// hasTurns reports whether msgs hold a user or assistant message.
+func hasTurns(msgs []executor.Message) bool {
+	for _, m := range msgs {
+		if m.Role == "user" || m.Role == "assistant" {
+			return true
+		}
+	}
+	return false
 }
 
 // forgetFailedResume drops the chat's stored session when a run that

@@ -277,20 +277,24 @@ func TestE2ESessionResumesTheAgentsOwnWork(t *testing.T) {
 	// continue the session that holds the old one.
 	_, t2b := env.ask(t, "alice:s1", u1, a1, "Thanks. What did it print?", "A regenerated answer.", "Go on.")
 	argv2b := env.runner.last()
-	_, resumedAfterRegen := flag(argv2b, "--resume")
-	assert.False(t, resumedAfterRegen, "a regenerated answer starts fresh: %q", argv2b)
+	regenID, _ := flag(argv2b, "--resume")
+	assert.NotContains(t, []string{id, forkID}, regenID, "a regenerated answer starts a new session: %q", argv2b)
+	assert.Equal(t, []string{"user", "assistant", "user", "assistant", "user"}, roles(t2b[0]), "its history replayed as real turns")
 	assert.Contains(t, t2b[0].AllText(), "A regenerated answer.")
 	assert.NotContains(t, t2b[0].AllText(), a2, "the session's own answer is not replayed")
 
 	// An edited turn 1 never resumes the stale session.
 	const edited = "Please run the command, EDITED wording."
+	beforeEdit := len(env.api.MessageRequests())
 	_, t3 := env.ask(t, "alice:s1", edited, a1, "And now?")
 	argv3 := env.runner.last()
-	_, resumedAgain := flag(argv3, "--resume")
-	assert.False(t, resumedAgain, "an edited history starts fresh: %q", argv3)
-	id3, ok := flag(argv3, "--session-id")
-	assert.True(t, ok)
-	assert.NotEqual(t, id, id3, "a new session")
+	id3, ok := flag(argv3, "--resume")
+	assert.True(t, ok, "the new session holds the replayed history: %q", argv3)
+	assert.NotContains(t, []string{id, forkID, regenID}, id3, "an edited history never resumes a stale session")
+	assert.Equal(t, []string{"user", "assistant", "user"}, roles(t3[0]), "the edited history arrives as real turns, not as text")
+	assert.Equal(t, edited, t3[0].Body.Messages[0].Content.Text())
+	assert.NotContains(t, t3[0].AllText(), "<conversation_history>")
+	assert.Len(t, env.api.MessageRequests()[beforeEdit:], len(t3), "the replay made no model call")
 	text := t3[0].AllText()
 	assert.Contains(t, text, edited, "the model sees the edited text")
 	assert.NotContains(t, text, "original wording", "and not the stale one")
@@ -310,4 +314,13 @@ func TestE2ESessionsOffPerAssistant(t *testing.T) {
 	_, resumed := flag(env.runner.last(), "--resume")
 	assert.False(t, resumed)
 	assert.Contains(t, t2[0].AllText(), "<conversation_history>", "the history arrives as text")
+}
+
+// roles are the roles of a model request's messages.
+func roles(r *scriptedapi.Request) []string {
+	var out []string
+	for _, m := range r.Body.Messages {
+		out = append(out, m.Role)
+	}
+	return out
 }

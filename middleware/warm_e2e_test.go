@@ -269,12 +269,15 @@ func TestE2ESessionCreateHookChangesTheCLIsStart(t *testing.T) {
 
 	n := env.runner.count() // turn 2's invocation comes next
 	a2, reqs, _, _ := env.ask(t, "alice:h1", "Please run the command.", a1, "What did it print?")
-	_, resumed := flag(env.runner.nth(n), "--resume")
-	assert.False(t, resumed, "turn 2 does not resume a session begun under another system prompt")
+	first, ok := flag(env.runner.nth(n-1), "--resume") // the CLI pre-started after turn 1
+	require.True(t, ok)
+	began, _ := flag(env.runner.nth(n), "--resume")
+	assert.NotEqual(t, first, began, "turn 2 does not resume a session begun under another system prompt")
 	// The CLI started for turn 2 carries the hook's system prompt, not the
 	// pre-started one's, and it reaches the model. Claude Code 2.1.330
 	// keeps a resumed session's system prompt, so a changed prompt starts
-	// a new session with the history replayed as real turns.
+	// a new session with the history replayed as real turns (its
+	// transcript written by the gateway, resumed with --resume).
 	assert.Contains(t, reqs[0].Body.System.Text(), french, "the CLI that answered was started with the hook's system prompt")
 	uses, _ := toolBlocks(reqs[0])
 	assert.Empty(t, uses, "a new session: the tool calls of turn 1 are not in it")
@@ -284,7 +287,6 @@ func TestE2ESessionCreateHookChangesTheCLIsStart(t *testing.T) {
 	assert.Equal(t, kept, chatContainers(t, dataDir, "h1"), "in the same container")
 
 	// Turn 3 under the same prompt resumes the session turn 2 began.
-	began, _ := flag(env.runner.nth(n), "--session-id")
 	n = env.runner.count()
 	_, reqs, _, _ = env.ask(t, "alice:h1", "Please run the command.", a1, "What did it print?", a2, "And now?")
 	id, resumed := flag(env.runner.nth(n), "--resume")
