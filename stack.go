@@ -149,6 +149,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		// Beside workspaces/, where executor/docker's retention removes a
 		// chat's sessions with its workspace.
 		SessionDir: filepath.Join(o.DataDir, "sessions"),
+		SandboxDir: filepath.Join(o.DataDir, "client-sandboxes"),
 	}
 	if o.Tools != nil {
 		mwo.Tools = MCPTools(o.Tools)

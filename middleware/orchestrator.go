@@ -80,6 +80,11 @@ type Options struct {
 	// sessions there with its workspace. The directory must not be
 	// reachable from any sandbox.
 	SessionDir string
+	// SandboxDir keeps the client sandboxes' records (see
+	// CreateSandbox) across restarts, one file per user; "" keeps them in
+	// memory only. Use the executor's DataDir/client-sandboxes; the
+	// directory must not be reachable from any sandbox.
+	SandboxDir string
 	// Admission bounds the sandboxed requests in flight and queues the
 	// rest fairly across users (the zero value derives its bounds from
 	// this machine; see Admission).
@@ -141,6 +146,9 @@ func New(ctx context.Context, opts Options) (*Orchestrator, error) {
 		return nil, errors.Join(err, o.cleanup())
 	}
 	if err := o.validate(ctx); err != nil {
+		return nil, errors.Join(err, o.cleanup())
+	}
+	if err := o.sandboxes.load(); err != nil {
 		return nil, errors.Join(err, o.cleanup())
 	}
 	var bgCtx context.Context

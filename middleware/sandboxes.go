@@ -30,9 +30,9 @@ import (
 // found", never a leak. Without a heartbeat or a request for its TTL it
 // is stopped: its container is removed, its workspace kept; a heartbeat or
 // a request starts it again. A stopped sandbox is forgotten after
-// SandboxForget; Delete forgets it at once. The records live in the
-// gateway's memory: after a restart a client creates its sandbox again
-// (same id, same workspace).
+// SandboxForget; Delete forgets it at once. The records survive a restart
+// when Options.SandboxDir is set (sandboxstore.go); the kept containers do
+// not.
 
 // Bounds of client sandboxes.
 const (
@@ -198,6 +198,7 @@ func (o *Orchestrator) CreateSandbox(ctx context.Context, user string, c Sandbox
 	}
 	mine[c.ID] = s
 	s.timer = time.AfterFunc(c.TTL, func() { reg.expire(s) })
+	reg.save(user)
 	reg.mu.Unlock()
 	o.log.Info("client sandbox created", "user", user, "sandbox", c.ID, "assistant", a.ID, "ttl", c.TTL, "prewarm", c.Prewarm)
 	if c.Prewarm {
@@ -291,6 +292,7 @@ func (reg *sandboxRegistry) extend(s *clientSandbox) {
 	s.stopped = false
 	s.Expires = time.Now().Add(s.TTL).UTC()
 	s.timer.Reset(s.TTL)
+	reg.save(s.user)
 }
 
 // forget drops s. Held: mu.
@@ -302,6 +304,7 @@ func (reg *sandboxRegistry) forget(s *clientSandbox) {
 		if len(mine) == 0 {
 			delete(reg.byUser, s.user)
 		}
+		reg.save(s.user)
 	}
 }
 
@@ -326,6 +329,7 @@ func (reg *sandboxRegistry) expire(s *clientSandbox) {
 	}
 	s.stopped = true
 	s.timer.Reset(SandboxForget)
+	reg.save(s.user)
 	reg.mu.Unlock()
 	reg.o.pool.evict(context.Background(), s.place(), "its client sandbox's ttl passed without a heartbeat")
 	reg.o.log.Info("client sandbox stopped: no heartbeat within its ttl", "user", s.user, "sandbox", s.ID, "ttl", s.TTL)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -143,4 +145,58 @@ func TestClientSandboxRun(t *testing.T) {
 	req.AssistantID = "coder"
 	_, err = e.h.Handle(ctx, req, nil)
 	assert.ErrorIs(t, err, &middleware.Error{Kind: middleware.KindNotFound})
+}
+
+// TestClientSandboxesSurviveARestart: with Options.SandboxDir, a new
+// Orchestrator on the same directory knows the sandboxes (tags, TTL,
+// owner); one whose TTL passed meanwhile comes back stopped; delete
+// removes the record; bad files are skipped, never trusted.
+func TestClientSandboxesSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	withDir := withOptions(func(o *middleware.Options) { o.SandboxDir = dir })
+	ctx := context.Background()
+	first := newEnv(t, withDir)
+	_, err := first.o.CreateSandbox(ctx, "alice", middleware.SandboxCreate{ID: "long", Assistant: "coder", TTL: time.Hour, Tags: map[string]string{"thread": "t1"}})
+	require.NoError(t, err)
+	_, err = first.o.CreateSandbox(ctx, "alice", middleware.SandboxCreate{ID: "short", Assistant: "coder", TTL: time.Second})
+	require.NoError(t, err)
+	_, err = first.o.CreateSandbox(ctx, "bob", middleware.SandboxCreate{ID: "gone", Assistant: "coder"})
+	require.NoError(t, err)
+	require.NoError(t, first.o.DeleteSandbox(ctx, "bob", "gone"))
+	assert.NoFileExists(t, filepath.Join(dir, "bob.json"), "a user without sandboxes has no file")
+	require.NoError(t, first.o.Close())
+	info, err := os.Stat(filepath.Join(dir, "alice.json"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "mallory.json"), []byte(`[{"id": "../x", "assistant": "coder", "ttl_ns": 1}]`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "eve.json"), []byte("not json"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "-bad user.json"), []byte("[]"), 0o600))
+	time.Sleep(1100 * time.Millisecond) // short's TTL passes while no gateway runs
+
+	second := newEnv(t, withDir)
+	list := second.o.Sandboxes("alice")
+	require.Len(t, list, 2)
+	byID := map[string]middleware.ClientSandbox{}
+	for _, s := range list {
+		byID[s.ID] = s
+	}
+	assert.Equal(t, map[string]string{"thread": "t1"}, byID["long"].Tags)
+	assert.Equal(t, time.Hour, byID["long"].TTL)
+	assert.Equal(t, middleware.SandboxIdle, byID["long"].State, "its kept container did not survive; the next request starts one")
+	assert.Equal(t, middleware.SandboxStopped, byID["short"].State, "its TTL passed meanwhile")
+	assert.Empty(t, second.o.Sandboxes("bob"))
+	assert.Empty(t, second.o.Sandboxes("mallory"), "an invalid record is skipped")
+	assert.Empty(t, second.o.Sandboxes("eve"))
+	_, err = second.o.Sandbox("bob", "long")
+	assert.ErrorIs(t, err, &middleware.Error{Kind: middleware.KindNotFound}, "still per user")
+
+	second.setScript(scripted.Text(executor.Usage{}, "ok"))
+	req := request("c1")
+	req.SandboxID = "long"
+	_, err = second.h.Handle(ctx, req, nil)
+	require.NoError(t, err, "a request runs in a sandbox the restart kept")
+	require.NoError(t, second.o.DeleteSandbox(ctx, "alice", "long"))
+	require.NoError(t, second.o.DeleteSandbox(ctx, "alice", "short"))
+	assert.NoFileExists(t, filepath.Join(dir, "alice.json"))
 }

@@ -219,3 +219,32 @@ func execOutput(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).Output()
 	return string(out), err
 }
+
+// TestClientSandboxesSurviveARestart: a gateway restarted on the same
+// data directory lists the client's sandbox and runs its next request in
+// it (the kept container does not survive; the workspace does).
+func TestClientSandboxesSurviveARestart(t *testing.T) {
+	data := t.TempDir()
+	onData := func(o *Options) { o.DataDir = data }
+	g1, _ := startGateway(t, onData)
+	code, sb := sandboxCall(t, http.MethodPost, g1.URL+"/v1/sandboxes", "alice", map[string]any{"id": "keep", "model": demoAssistant, "tags": map[string]string{"thread": "t9"}})
+	require.Equal(t, http.StatusCreated, code, "%v", sb)
+	_, err := chatRequest(context.Background(), newClient(g1.URL, "alice", "r1", option.WithHeader("X-Agentbox-Sandbox", "keep")), "r1", demoPrompt, func(extension, string) {})
+	require.NoError(t, err)
+	require.NoError(t, g1.Close())
+
+	g2, _ := startGateway(t, onData)
+	code, list := sandboxCall(t, http.MethodGet, g2.URL+"/v1/sandboxes?tag=thread=t9", "alice", nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Len(t, list["data"], 1, "the restarted gateway knows the sandbox")
+	got := list["data"].([]any)[0].(map[string]any)
+	assert.Equal(t, "keep", got["id"])
+	assert.Equal(t, "idle", got["state"], "its kept container went with the old gateway")
+	_, err = chatRequest(context.Background(), newClient(g2.URL, "alice", "r2", option.WithHeader("X-Agentbox-Sandbox", "keep")), "r2", demoPrompt, func(extension, string) {})
+	require.NoError(t, err, "and runs the next request in it")
+	ws, err := os.ReadDir(filepath.Join(data, executor.WorkspacesDir))
+	require.NoError(t, err)
+	assert.Len(t, ws, 1, "in the same workspace")
+	code, _ = sandboxCall(t, http.MethodGet, g2.URL+"/v1/sandboxes/keep", "bob", nil)
+	assert.Equal(t, http.StatusNotFound, code)
+}
