@@ -2,12 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/middleware"
 )
 
@@ -66,4 +75,84 @@ func BenchmarkConcurrentChats(b *testing.B) {
 			b.ReportMetric(float64(len(g.Model.MessageRequests()))/float64(len(lat)), "model_calls/req")
 		})
 	}
+}
+
+// BenchmarkColdPath compares, in one run, a cold request to the example
+// gateway (a new chat: container, hooks, the agent through the helper's
+// relay and the model route, teardown after the response) with the same
+// CLI and flags run bare against the same scripted model: by `docker run
+// --rm` of the same image with the same CPU and memory limits, and on the
+// host. Each iteration runs all three once; run it with -benchtime=5x. The
+// docker run baseline uses --network host, the only way a bare container
+// reaches the scripted model on loopback (the gateway's sandboxes keep
+// network none). It reports the medians in milliseconds, the gateway's
+// agent phase, and the ratios the issue targets (gateway / docker run,
+// agent phase / host CLI).
+func BenchmarkColdPath(b *testing.B) {
+	g, _ := startGateway(b)
+	ctx := context.Background()
+	claudeBin, err := exec.LookPath("claude")
+	require.NoError(b, err, "the host CLI (installed by .ci/setup)")
+	hostDir := b.TempDir()
+	hostModel := scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(hostDir)))
+	defer hostModel.Close()
+	dockerModel := scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(executor.ContainerWorkdir)))
+	defer dockerModel.Close()
+	model := g.Config.Assistants[demoAssistant].Connector.Model
+	cliArgs := []string{"-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--max-turns", "10",
+		"--model", model, demoPrompt}
+	env := func(url string) []string {
+		return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=bench", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+	}
+	var gw, agent, dockerRun, host []time.Duration
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		status, body := rawChat(b, g.URL, demoUser, fmt.Sprintf("cold-%d", i), demoPrompt, nil, "")
+		gw = append(gw, time.Since(t0))
+		require.Equal(b, http.StatusOK, status, body)
+		var comp struct {
+			Agentbox struct {
+				Timings map[string]float64 `json:"timings"`
+			} `json:"agentbox"`
+		}
+		require.NoError(b, json.Unmarshal([]byte(body), &comp))
+		agent = append(agent, time.Duration(comp.Agentbox.Timings["agent_ms"]*float64(time.Millisecond)))
+		require.NoError(b, g.orch.Settle(ctx))
+
+		ws := b.TempDir()
+		require.NoError(b, os.Chmod(ws, 0o777))
+		args := []string{"run", "--rm", "--network", "host", "--cpus", "1", "--memory", "1g", "-u", "1000:1000",
+			"-v", ws + ":" + executor.ContainerWorkdir, "-w", executor.ContainerWorkdir, "-e", "HOME=/tmp", "--entrypoint", "claude"}
+		for _, kv := range env(dockerModel.URL) {
+			args = append(args, "-e", kv)
+		}
+		args = append(append(args, "agentbox/sandbox-claude:latest"), cliArgs...)
+		t0 = time.Now()
+		out, err := exec.Command("docker", args...).CombinedOutput()
+		dockerRun = append(dockerRun, time.Since(t0))
+		require.NoError(b, err, "%s", out)
+		require.Contains(b, string(out), `"subtype":"success"`)
+
+		home := b.TempDir()
+		cmd := exec.Command(claudeBin, cliArgs...)
+		cmd.Dir, cmd.Env = hostDir, append(env(hostModel.URL), "HOME="+home, "PATH=/usr/bin:/bin")
+		t0 = time.Now()
+		out, err = cmd.CombinedOutput()
+		host = append(host, time.Since(t0))
+		require.NoError(b, err, "%s", out)
+		require.Contains(b, string(out), `"subtype":"success"`)
+		require.NoError(b, os.Remove(filepath.Join(hostDir, scriptedapi.DemoFile)))
+	}
+	med := func(d []time.Duration) float64 {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return float64(s[len(s)/2]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(med(gw), "gateway-ms")
+	b.ReportMetric(med(agent), "agent-phase-ms")
+	b.ReportMetric(med(dockerRun), "docker-run-ms")
+	b.ReportMetric(med(host), "host-cli-ms")
+	b.ReportMetric(med(gw)/med(dockerRun), "gateway/docker-run")
+	b.ReportMetric(med(agent)/med(host), "agent/host-cli")
+	b.Logf("gateway %v, agent phase %v, docker run %v, host CLI %v", gw, agent, dockerRun, host)
 }

@@ -150,9 +150,9 @@ func TestClientSandboxes(t *testing.T) {
 	assert.Len(t, ws, 1, "both chats used the sandbox's one workspace")
 
 	// The body field works as the header does; a mismatch is refused.
-	status, body := rawChat(t, g.URL, "alice", "c3", map[string]string{"X-Agentbox-Sandbox": "other"}, `"sandbox": "dev1"`)
+	status, body := rawChat(t, g.URL, "alice", "c3", "hi", map[string]string{"X-Agentbox-Sandbox": "other"}, `"sandbox": "dev1"`)
 	assert.Equal(t, http.StatusBadRequest, status, body)
-	status, body = rawChat(t, g.URL, "alice", "_sbx.dev1", nil, "")
+	status, body = rawChat(t, g.URL, "alice", "_sbx.dev1", "hi", nil, "")
 	assert.Equal(t, http.StatusBadRequest, status, "the sandbox's workspace key is no chat id: %s", body)
 
 	// Heartbeat extends it.
@@ -191,11 +191,11 @@ func TestClientSandboxes(t *testing.T) {
 	require.Error(t, err, "a deleted sandbox cannot be named")
 }
 
-// rawChat posts a chat completion with extra headers and body fields and
-// returns the status and body.
-func rawChat(t *testing.T, url, user, chat string, headers map[string]string, extra string) (int, string) {
+// rawChat posts a non-streamed chat completion of prompt with extra
+// headers and body fields and returns the status and body.
+func rawChat(t testing.TB, url, user, chat, prompt string, headers map[string]string, extra string) (int, string) {
 	t.Helper()
-	body := fmt.Sprintf(`{"model": %q, "messages": [{"role": "user", "content": "hi"}]`, demoAssistant)
+	body := fmt.Sprintf(`{"model": %q, "messages": [{"role": "user", "content": %q}]`, demoAssistant, prompt)
 	if extra != "" {
 		body += ", " + extra
 	}
