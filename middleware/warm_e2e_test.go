@@ -518,9 +518,11 @@ func TestE2EPrewarmedSandboxStartsTheCLI(t *testing.T) {
 	require.Equal(t, n+1, env.runner.count(), "a CLI was started ahead")
 	preSession, ok := flag(env.runner.last(), "--session-id")
 	require.True(t, ok, "for a new session: %v", env.runner.last())
-	top, err := exec.Command("docker", "top", ids[0], "-eo", "pid,args").CombinedOutput()
-	require.NoError(t, err, "%s", top)
-	assert.Contains(t, string(top), preSession, "the CLI waits in the container")
+	// The CLI's exec is on its way when CreateSandbox returns.
+	require.Eventually(t, func() bool {
+		top, err := exec.Command("docker", "top", ids[0], "-eo", "pid,args").CombinedOutput()
+		return err == nil && strings.Contains(string(top), preSession)
+	}, time.Minute, 100*time.Millisecond, "the CLI waits in the container")
 
 	answer, _, first, took := env.askWith(t, []option.RequestOption{option.WithHeader("X-Agentbox-Sandbox", "pw")}, "alice:p1", "Please run the command.")
 	assert.Contains(t, answer, sessionMarker)

@@ -172,7 +172,10 @@ func TestClientSandboxes(t *testing.T) {
 		_, s := sandboxCall(t, http.MethodGet, api+"/short", "alice", nil)
 		return s["state"] == "stopped"
 	}, time.Minute, 200*time.Millisecond, "the ttl passes without a heartbeat")
-	assert.Empty(t, sandboxContainers(t, data, "alice", "short"), "a stopped sandbox has no container")
+	// The stop is recorded first, then the container is removed under the
+	// sandbox's lease (a request arriving meanwhile waits for it).
+	require.Eventually(t, func() bool { return len(sandboxContainers(t, data, "alice", "short")) == 0 },
+		time.Minute, 200*time.Millisecond, "a stopped sandbox has no container")
 	ws, err = os.ReadDir(filepath.Join(data, executor.WorkspacesDir))
 	require.NoError(t, err)
 	assert.Len(t, ws, 2, "its workspace is kept")
