@@ -27,9 +27,8 @@ const (
 // envSnapshots holds the environment snapshots by image content and
 // configuration (snapshotKey).
 type envSnapshots struct {
-	mu     sync.Mutex
-	byKey  map[string]*envSnapshot
-	failed time.Duration // snapshotRetry; shorter in tests
+	mu    sync.Mutex
+	byKey map[string]*envSnapshot
 }
 
 // envSnapshot is one snapshot, taken once: ready is closed when env and
@@ -75,7 +74,7 @@ func (e *Executor) Environment(ctx context.Context, spec executor.Spec) (executo
 	if s != nil {
 		select {
 		case <-s.ready:
-			if s.err != nil && time.Since(s.at) > e.env.retry() {
+			if s.err != nil && time.Since(s.at) > snapshotRetry {
 				s = nil
 			}
 		default:
@@ -104,13 +103,6 @@ func (e *Executor) Environment(ctx context.Context, spec executor.Spec) (executo
 	case <-ctx.Done():
 		return executor.Environment{}, fmt.Errorf("environment snapshot of %s: %w", p.image, context.Cause(ctx))
 	}
-}
-
-func (s *envSnapshots) retry() time.Duration {
-	if s.failed > 0 {
-		return s.failed
-	}
-	return snapshotRetry
 }
 
 // snapshotKey identifies what a snapshot depends on: the image's content

@@ -65,15 +65,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, a *attempt, ru
 		Handler: http.HandlerFunc(func(iw http.ResponseWriter, ir *http.Request) {
 			ia := &attempt{method: ir.Method, host: host, port: a.port, rule: a.rule, start: time.Now()}
 			defer p.logAttempt(ia)
-			if n := p.conns.Add(1); n > int64(p.o.MaxConnections) {
-				p.conns.Add(-1)
-				err := fmt.Errorf("%w: this request opened its %d connections (egress.Options.MaxConnections)", ErrCapped, p.o.MaxConnections)
-				ia.fail(err)
-				p.refuse(iw, ia, err)
-				return
-			}
-			if p.up.Load()+p.down.Load() >= p.o.MaxBytes {
-				err := fmt.Errorf("%w: this request's egress used its %d bytes (egress.Options.MaxBytes)", ErrCapped, p.o.MaxBytes)
+			if err := p.countConnection(); err != nil {
 				ia.fail(err)
 				p.refuse(iw, ia, err)
 				return

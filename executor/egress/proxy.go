@@ -297,6 +297,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.forward(w, r, a, rule, addrs)
 }
 
+// countConnection checks the byte cap and counts one more connection
+// against MaxConnections; a capped one is not counted.
+func (p *Proxy) countConnection() error {
+	if p.up.Load()+p.down.Load() >= p.o.MaxBytes {
+		return fmt.Errorf("%w: this request's egress used its %d bytes (egress.Options.MaxBytes); nothing more can be fetched in this request", ErrCapped, p.o.MaxBytes)
+	}
+	if n := p.conns.Add(1); n > int64(p.o.MaxConnections) {
+		p.conns.Add(-1)
+		return fmt.Errorf("%w: this request opened its %d connections (egress.Options.MaxConnections)", ErrCapped, p.o.MaxConnections)
+	}
+	return nil
+}
+
 // admit checks the policy, the caps and the destination's addresses, and
 // takes a connection slot (the caller releases it).
 func (p *Proxy) admit(ctx context.Context, host string, port int) (Rule, []netip.Addr, error) {
@@ -304,12 +317,8 @@ func (p *Proxy) admit(ctx context.Context, host string, port int) (Rule, []netip
 	if err != nil {
 		return Rule{}, nil, err
 	}
-	if p.up.Load()+p.down.Load() >= p.o.MaxBytes {
-		return Rule{}, nil, fmt.Errorf("%w: this request's egress used its %d bytes (egress.Options.MaxBytes); nothing more can be fetched in this request", ErrCapped, p.o.MaxBytes)
-	}
-	if n := p.conns.Add(1); n > int64(p.o.MaxConnections) {
-		p.conns.Add(-1)
-		return Rule{}, nil, fmt.Errorf("%w: this request opened its %d connections (egress.Options.MaxConnections)", ErrCapped, p.o.MaxConnections)
+	if err := p.countConnection(); err != nil {
+		return Rule{}, nil, err
 	}
 	select {
 	case p.slots <- struct{}{}:
