@@ -13,7 +13,7 @@ include examples/images/VERSIONS
 # The sandbox image with the previous pin, for test-claude-previous.
 PREVIOUS_IMAGE ?= agentbox/sandbox-claude:$(CLAUDE_CODE_VERSION_PREVIOUS)
 
-.PHONY: all setup helper image image-previous test test-claude-previous test-runsc vet lint demo clean k8s-up k8s-down
+.PHONY: all setup helper image image-previous test test-claude-previous test-runsc test-k8s vet lint demo clean k8s-up k8s-down
 
 all: vet test
 
@@ -73,10 +73,14 @@ demo: setup
 clean:
 	rm -rf bin
 
-## k8s-up: build (cached in /var/cache/agentbox-k8s) and start the offline single-node test cluster (root)
-k8s-up:
-	nice -n 15 internal/k8s/build.sh
+## k8s-up: build (cached in /var/cache/agentbox-k8s, under nice unless K8S_NICE= is set) and start the offline single-node test cluster (root)
+k8s-up: image
+	internal/k8s/build.sh
 	internal/k8s/up.sh
+
+## test-k8s: the Kubernetes backend's tests on a real offline cluster: build (cached), bring-up, the cluster tests with AGENTBOX_K8S=1, teardown (always) with the host checked against its baseline
+test-k8s: image
+	internal/k8s/test.sh
 
 ## k8s-down: tear the test cluster down and check the host is as before
 k8s-down:

@@ -50,6 +50,10 @@ type ServeOptions struct {
 	// KillGrace is the SIGTERM→SIGKILL delay for cancelled commands
 	// (DefaultKillGrace when 0).
 	KillGrace time.Duration
+	// ExecPort, when > 0, also serves the exec and file protocol on
+	// 127.0.0.1:ExecPort, for hosts that reach the sandbox through a port
+	// forward (NewDialClient).
+	ExecPort int
 	// Debug makes the helper log to its stderr.
 	Debug bool
 }
@@ -77,6 +81,9 @@ func ServeArgs(binPath string, o ServeOptions) []string {
 	if o.KillGrace > 0 {
 		args = append(args, "--kill-grace", o.KillGrace.String())
 	}
+	if o.ExecPort > 0 {
+		args = append(args, "--exec-port", strconv.Itoa(o.ExecPort))
+	}
 	if o.Debug {
 		args = append(args, "--debug")
 	}
@@ -84,10 +91,11 @@ func ServeArgs(binPath string, o ServeOptions) []string {
 }
 
 // Client is the host side of the helper of one sandbox: it dials
-// {hostDir}/exec.sock once per command.
+// {hostDir}/exec.sock (or what NewDialClient's dial reaches) once per
+// command or file operation.
 type Client struct {
-	dir   string
-	sock  string
+	sock  string // where the helper is, for messages
+	dialf func(context.Context) (net.Conn, error)
 	grace atomic.Int64 // ns the host waits for a stopped command's exit frame
 
 	mu     sync.Mutex
@@ -98,7 +106,15 @@ type Client struct {
 // NewClient returns a client for the helper serving in hostDir, without
 // checking that it is there (WaitReady does).
 func NewClient(hostDir string) *Client {
-	c := &Client{dir: hostDir, sock: SocketPath(hostDir, ExecSocket), conns: map[net.Conn]struct{}{}}
+	return NewDialClient(SocketPath(hostDir, ExecSocket), func(ctx context.Context) (net.Conn, error) {
+		return dialSock(ctx, hostDir, ExecSocket)
+	})
+}
+
+// NewDialClient returns a client for a helper that dial reaches, such as
+// a port forward to its ExecPort; where names it in errors.
+func NewDialClient(where string, dial func(context.Context) (net.Conn, error)) *Client {
+	c := &Client{sock: where, dialf: dial, conns: map[net.Conn]struct{}{}}
 	c.grace.Store(int64(DefaultKillGrace + drainWait + hostGrace))
 	return c
 }
@@ -109,21 +125,30 @@ func NewClient(hostDir string) *Client {
 // when the container dies, which only the backend can see).
 func WaitReady(ctx context.Context, hostDir string) (*Client, error) {
 	c := NewClient(hostDir)
+	if err := c.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// WaitReady pings the helper until it answers the hello handshake, retrying
+// while it cannot be reached, until ctx ends.
+func (c *Client) WaitReady(ctx context.Context) error {
 	backoff := time.Millisecond
 	for {
 		err := c.Ping(ctx)
 		if err == nil {
-			return c, nil
+			return nil
 		}
 		var verr *versionError
 		if errors.As(err, &verr) {
-			return nil, err
+			return err
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("helper: not ready at %s: %w (last error: %w)", c.sock, ctx.Err(), err)
+			return fmt.Errorf("helper: not ready at %s: %w (last error: %w)", c.sock, ctx.Err(), err)
 		case <-t.C:
 		}
 		backoff = min(backoff*2, 20*time.Millisecond)
@@ -179,7 +204,7 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 	if closed {
 		return nil, fmt.Errorf("helper: client closed: %w", executor.ErrNotRunning)
 	}
-	conn, err := dialSock(ctx, c.dir, ExecSocket)
+	conn, err := c.dialf(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("helper: dial %s: %w (%w)", c.sock, executor.ErrNotRunning, err)
 	}
@@ -219,7 +244,7 @@ func (c *Client) Close() error {
 func (c *Client) kill(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	conn, err := dialSock(ctx, c.dir, ExecSocket)
+	conn, err := c.dialf(ctx)
 	if err != nil {
 		return
 	}

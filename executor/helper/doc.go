@@ -16,7 +16,14 @@
 //     output. Every command runs in its own process group; timeout, cancel
 //     or a vanished host kill the whole group (SIGTERM, SIGKILL after
 //     KillGrace), and whatever the command left running in its group is
-//     killed when it exits.
+//     killed when it exits. A fourth exchange, file (frameFS), is the
+//     workspace file API (read, write, restore, list, stat, edit) over the
+//     helper's Workdir opened as an executor.Workspace, for hosts that
+//     share no directory with the sandbox; Client implements executor.FS
+//     with it and bounds what it reads back.
+//   - --exec-port N (ServeOptions.ExecPort): the same exchanges on
+//     127.0.0.1:N, for a host that reaches the sandbox through a port
+//     forward (the Kubernetes backend; NewDialClient).
 //   - model.sock: the host's model proxy (package executor/modelproxy). The
 //     helper listens on 127.0.0.1:<ModelPort> inside the container (network
 //     none still has loopback) and relays each TCP connection to it.

@@ -37,8 +37,9 @@ const (
 )
 
 // ProtocolVersion is exchanged in the hello frames; a host refuses a helper
-// that speaks another version.
-const ProtocolVersion = 1
+// that speaks another version. Version 2 added the file service (frameFS)
+// and the exec port.
+const ProtocolVersion = 2
 
 // MaxFrame caps the payload of one exec-protocol frame. Output travels in
 // frames of at most chunkSize bytes; a peer announcing more than MaxFrame is

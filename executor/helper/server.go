@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/agentbox/agentbox/executor"
 )
 
 // DefaultKillGrace is how long a cancelled or timed-out command's process
@@ -47,6 +49,15 @@ type ServerOptions struct {
 	Deadline time.Time
 	// KillGrace is the SIGTERM→SIGKILL delay (DefaultKillGrace when 0).
 	KillGrace time.Duration
+	// ExecPort, when > 0, also serves the exec and file protocol on the
+	// loopback TCP port, for hosts that reach the sandbox through a port
+	// forward (Kubernetes) rather than a shared directory. It gives nothing
+	// the sandbox's own processes do not already have: they run as the
+	// helper's user.
+	ExecPort int
+	// MaxFileSize caps the file service's reads and writes
+	// (executor.DefaultMaxFileSize when 0).
+	MaxFileSize int64
 	// Logger receives diagnostics (discarded when nil).
 	Logger *slog.Logger
 }
@@ -63,6 +74,7 @@ type Server struct {
 	mu    sync.Mutex
 	procs map[string]*proc
 	done  bool
+	ws    *executor.Workspace // the file service's, opened on first use
 }
 
 // NewServer returns a server; Run starts it.
@@ -75,6 +87,9 @@ func NewServer(o ServerOptions) *Server {
 	}
 	if o.KillGrace <= 0 {
 		o.KillGrace = DefaultKillGrace
+	}
+	if o.MaxFileSize <= 0 {
+		o.MaxFileSize = executor.DefaultMaxFileSize
 	}
 	lg := o.Logger
 	if lg == nil {
@@ -99,12 +114,20 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("helper: listen on %s: %w; is the per-sandbox directory mounted writable at %s?", sock, err, s.opts.Dir)
 	}
-	var mln, eln net.Listener
+	var mln, eln, xln net.Listener
+	if s.opts.ExecPort > 0 {
+		var lc net.ListenConfig
+		xln, err = lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.ExecPort)))
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("helper: exec port: %w; pick another --exec-port", err)
+		}
+	}
 	if s.opts.ModelPort > 0 {
 		var lc net.ListenConfig
 		mln, err = lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.ModelPort)))
 		if err != nil {
-			_ = ln.Close()
+			closeListeners(ln, xln)
 			return fmt.Errorf("helper: model forwarder: %w; pick another --model-port", err)
 		}
 	}
@@ -112,10 +135,7 @@ func (s *Server) Run(ctx context.Context) error {
 		var lc net.ListenConfig
 		eln, err = lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.EgressPort)))
 		if err != nil {
-			_ = ln.Close()
-			if mln != nil {
-				_ = mln.Close()
-			}
+			closeListeners(ln, xln, mln)
 			return fmt.Errorf("helper: egress forwarder: %w; pick another --egress-port", err)
 		}
 	}
@@ -129,8 +149,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	wg.Go(func() { errc <- s.acceptExec(ln) })
+	if xln != nil {
+		wg.Go(func() { errc <- s.acceptExec(xln) })
+	}
 	if mln != nil {
 		wg.Go(func() { errc <- s.acceptRelay(mln, ModelSocket) })
 	}
@@ -142,14 +165,13 @@ func (s *Server) Run(ctx context.Context) error {
 		err = nil
 	case err = <-errc:
 	}
-	_ = ln.Close()
-	if mln != nil {
-		_ = mln.Close()
-	}
-	if eln != nil {
-		_ = eln.Close()
-	}
+	closeListeners(ln, xln, mln, eln)
 	s.killAll()
+	s.mu.Lock()
+	if s.ws != nil {
+		_ = s.ws.Close()
+	}
+	s.mu.Unlock()
 	select {
 	case <-deadlineHit:
 		s.log.Info("deadline reached; commands killed", "deadline", s.opts.Deadline)
@@ -157,6 +179,15 @@ func (s *Server) Run(ctx context.Context) error {
 	default:
 	}
 	return err
+}
+
+// closeListeners closes the listeners that are not nil.
+func closeListeners(lns ...net.Listener) {
+	for _, l := range lns {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
 }
 
 // killAll kills every running command's process group at once (no grace:
@@ -225,6 +256,8 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		handedOff = s.runCommand(c, fr, &req)
+	case frameFS:
+		s.serveFS(c, fr, p)
 	default:
 		s.log.Debug("unknown first frame", "type", string(typ))
 	}

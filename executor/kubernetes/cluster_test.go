@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -125,18 +126,49 @@ func TestClusterPodSecurity(t *testing.T) {
 	assert.NotEqual(t, 0, res.ExitCode, "the root filesystem is writable")
 	out, _ := run(t, sb, "sh", "-c", "echo hi > /workspace/f && cat /workspace/f && echo t > /tmp/t && echo h > $HOME/h && cat /tmp/t $HOME/h")
 	assert.Equal(t, "hi\nt\nh\n", out)
+	// PID 1 is the pod's pause process, which reaps what commands orphan.
+	// It runs as the sandbox user (the pod's runAsUser), so the agent can
+	// end it, which ends only its own pod; its root is the pause image.
+	assert.True(t, *s.ShareProcessNamespace)
+	pid1, _ := run(t, sb, "sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline; ls /proc/1/root/")
+	assert.Equal(t, "/pause dev\netc\npause\nproc\nsys\n", pid1)
+	// Orphans are reaped: no zombie is left by a command's background child.
+	run(t, sb, "sh", "-c", "sleep 0.1 & exit 0")
+	require.Eventually(t, func() bool {
+		ps, _ := run(t, sb, "sh", "-c", "grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l")
+		return strings.TrimSpace(ps) == "0"
+	}, 10*time.Second, 200*time.Millisecond, "zombies are not reaped")
 }
 
+// TestClusterExec runs the same commands through the pod's helper (Exec,
+// over the port forward) and through the API server's exec subresource,
+// and logs each path's round trip.
 func TestClusterExec(t *testing.T) {
 	e := clusterExecutor(t, Options{StopGrace: time.Second})
 	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u1", ChatID: "exec"})
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, sb.Close(context.Background())) }()
-	ctx := t.Context()
+	ks := sb.(*Sandbox)
+	for _, path := range []struct {
+		name string
+		exec func(context.Context, *executor.Cmd) (executor.ExecResult, error)
+	}{{PathHelper, ks.Exec}, {PathKubeExec, ks.execAPI}} {
+		t.Run(path.name, func(t *testing.T) { testExecPath(t, ks, path.name, path.exec) })
+	}
+}
 
+func testExecPath(t *testing.T, sb *Sandbox, name string, exec func(context.Context, *executor.Cmd) (executor.ExecResult, error)) {
+	ctx := t.Context()
+	run := func(t *testing.T, args ...string) (string, executor.ExecResult) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		res, err := exec(ctx, &executor.Cmd{Args: args, Stdout: &out, Stderr: &errb})
+		require.NoError(t, err, "exec %q: stderr %s", args, errb.String())
+		return out.String(), res
+	}
 	t.Run("exit code, env, dir, stdin, stderr", func(t *testing.T) {
 		var out, errb bytes.Buffer
-		res, err := sb.Exec(ctx, &executor.Cmd{
+		res, err := exec(ctx, &executor.Cmd{
 			Args:   []string{"sh", "-c", `pwd; echo "$A|$B"; cat; echo oops >&2; exit 3`},
 			Env:    []string{"A=1 2", "B=$(id)"},
 			Dir:    "/tmp",
@@ -145,56 +177,75 @@ func TestClusterExec(t *testing.T) {
 		})
 		require.NoError(t, err)
 		assert.Equal(t, 3, res.ExitCode)
-		assert.Equal(t, PathKubeExec, res.Path)
+		assert.Equal(t, name, res.Path)
 		assert.Equal(t, "/tmp\n1 2|$(id)\nfrom stdin\n", out.String())
 		assert.Equal(t, "oops\n", errb.String())
 	})
 	t.Run("argv is not shell-parsed", func(t *testing.T) {
-		out, _ := run(t, sb, "echo", "a b", "$HOME", "`id`", ";", "x=y")
+		out, _ := run(t, "echo", "a b", "$HOME", "`id`", ";", "x=y")
 		assert.Equal(t, "a b $HOME `id` ; x=y\n", out)
 	})
 	t.Run("missing program", func(t *testing.T) {
-		res, err := sb.Exec(ctx, &executor.Cmd{Args: []string{"no-such-program"}})
-		require.NoError(t, err)
-		assert.Equal(t, 127, res.ExitCode)
+		res, err := exec(ctx, &executor.Cmd{Args: []string{"no-such-program"}})
+		if err == nil {
+			assert.Equal(t, 127, res.ExitCode)
+		} else {
+			assert.ErrorIs(t, err, executor.ErrNotFound)
+		}
 	})
 	t.Run("bad env refused", func(t *testing.T) {
-		_, err := sb.Exec(ctx, &executor.Cmd{Args: []string{"true"}, Env: []string{"A;rm=1"}})
+		_, err := exec(ctx, &executor.Cmd{Args: []string{"true"}, Env: []string{"A;rm=1"}})
 		assert.ErrorIs(t, err, executor.ErrInvalid)
 	})
 	t.Run("timeout kills the command and what it started", func(t *testing.T) {
-		res, err := sb.Exec(ctx, &executor.Cmd{Args: []string{"sh", "-c", "sleep 300 & sleep 301; echo never"}, Timeout: time.Second})
+		res, err := exec(ctx, &executor.Cmd{Args: []string{"sh", "-c", "sleep 300 & sleep 301; echo never"}, Timeout: time.Second})
 		assert.ErrorIs(t, err, executor.ErrTimeout)
-		assert.Equal(t, -1, res.ExitCode)
-		ps, _ := run(t, sb, "ps", "-o", "args")
+		assert.NotEqual(t, 0, res.ExitCode)
+		ps, _ := run(t, "ps", "-o", "args")
 		assert.NotContains(t, ps, "sleep 30", "processes of the timed-out command survived")
 	})
 	t.Run("output cap", func(t *testing.T) {
 		var out bytes.Buffer
-		_, err := sb.Exec(ctx, &executor.Cmd{Args: []string{"sh", "-c", "yes | head -c 1000000; sleep 300"}, MaxOutput: 4096, Stdout: &out})
+		_, err := exec(ctx, &executor.Cmd{Args: []string{"sh", "-c", "yes | head -c 1000000; sleep 300"}, MaxOutput: 4096, Stdout: &out})
 		assert.ErrorIs(t, err, executor.ErrOutputTooLarge)
 		assert.LessOrEqual(t, out.Len(), 4096)
-		ps, _ := run(t, sb, "ps", "-o", "args")
+		ps, _ := run(t, "ps", "-o", "args")
 		assert.NotContains(t, ps, "sleep 300")
 	})
 	t.Run("cancel", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(500*time.Millisecond, cancel)
-		_, err := sb.Exec(cctx, &executor.Cmd{Args: []string{"sleep", "302"}})
+		_, err := exec(cctx, &executor.Cmd{Args: []string{"sleep", "302"}})
 		assert.ErrorIs(t, err, context.Canceled)
-		ps, _ := run(t, sb, "ps", "-o", "args")
-		assert.NotContains(t, ps, "sleep 302")
+		// The helper kills with a grace; give it that long.
+		require.Eventually(t, func() bool {
+			ps, _ := run(t, "ps", "-o", "args")
+			return !strings.Contains(ps, "sleep 302")
+		}, 10*time.Second, 100*time.Millisecond)
 	})
 	t.Run("round trip", func(t *testing.T) {
 		var d []time.Duration
 		for range 10 {
 			start := time.Now()
-			run(t, sb, "true")
+			run(t, "true")
 			d = append(d, time.Since(start))
 		}
 		slices.Sort(d)
-		t.Logf("exec round trip through the API server: min %v median %v max %v", d[0], d[len(d)/2], d[len(d)-1])
+		t.Logf("exec round trip through %s: min %v median %v max %v", name, d[0], d[len(d)/2], d[len(d)-1])
 	})
+}
+
+// TestClusterConformance is the executor conformance suite on pods, with
+// workspace claims of AGENTBOX_K8S_STORAGECLASS (agentbox-local, the
+// test cluster's pool of volumes, when unset).
+func TestClusterConformance(t *testing.T) {
+	sc := os.Getenv("AGENTBOX_K8S_STORAGECLASS")
+	if sc == "" {
+		sc = "agentbox-local"
+	}
+	executortest.RunConformance(t, func(t *testing.T) executor.Executor {
+		return clusterExecutor(t, Options{StorageClass: sc})
+	}, executor.Spec{})
 }
 
 func TestClusterCloseAndTakeover(t *testing.T) {
@@ -255,8 +306,13 @@ func TestClusterPortForward(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, sb.Close(context.Background())) }()
 	ks := sb.(*Sandbox)
-	// An echo server on the pod's loopback (the pod has no other interface).
-	run(t, sb, "sh", "-c", "nc -ll -p 7001 -e cat </dev/null >/dev/null 2>&1 &")
+	// An echo server on the pod's loopback (the pod has no other interface),
+	// in a session of its own: the helper ends what a command leaves in its
+	// process group.
+	// The command waits until it listens, so the helper's end-of-command
+	// kill cannot catch nc before its setsid.
+	run(t, sb, "sh", "-c", `setsid nc -ll -p 7001 -e cat </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do netstat -ltn | grep -q ':7001 ' && break; sleep 0.1; done`)
 
 	var conn net.Conn
 	var first time.Duration
@@ -302,3 +358,73 @@ func TestClusterPortForward(t *testing.T) {
 	assert.Error(t, err)
 	_ = c2.Close()
 }
+
+// TestClusterFileEscapes attacks the pod-side file API from inside the
+// pod: links planted to files outside the workspace (in the pod, and the
+// helper's own directory) are refused for every operation, and a directory
+// swapped for a link in a tight loop while the gateway reads, writes and
+// lists through it never lets one operation reach the canary.
+func TestClusterFileEscapes(t *testing.T) {
+	e := clusterExecutor(t, Options{})
+	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u1", ChatID: "escape"})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, sb.Close(context.Background())) }()
+	ctx := t.Context()
+	out, res := run(t, sb, "sh", "-c", `set -e
+mkdir -p /tmp/outside && printf CANARY > /tmp/outside/f
+ln -s /etc/passwd pw; ln -s ../../.. up; ln -s /tmp/outside out; ln -s /run/agentbox run
+mkfifo fifo; mkdir d; echo inside > d/f; echo ok`)
+	require.Equal(t, 0, res.ExitCode, out)
+
+	for _, name := range []string{"pw", "up/etc/passwd", "out/f", "run/token", "/workspace/out/f", "../tmp/outside/f"} {
+		_, err := sb.ReadFile(ctx, name)
+		assert.ErrorIs(t, err, executor.ErrPathEscapes, "read %s", name)
+		assert.ErrorIs(t, sb.WriteFile(ctx, name, []byte("PWNED")), executor.ErrPathEscapes, "write %s", name)
+		_, err = sb.EditFile(ctx, name, []executor.Edit{{Old: "CANARY", New: ptr("PWNED")}})
+		assert.ErrorIs(t, err, executor.ErrPathEscapes, "edit %s", name)
+	}
+	for _, name := range []string{"up", "out", "run"} {
+		_, err := sb.ListDir(ctx, name)
+		assert.ErrorIs(t, err, executor.ErrPathEscapes, "list %s", name)
+	}
+	_, err = sb.ReadFile(ctx, "fifo")
+	assert.ErrorIs(t, err, executor.ErrInvalid, "a FIFO is refused, never opened")
+
+	swapCtx, stopSwap := context.WithCancel(ctx)
+	swapDone := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(swapCtx, &executor.Cmd{Args: []string{"sh", "-c", `
+while :; do
+  mv d x 2>/dev/null; ln -s /tmp/outside d 2>/dev/null; rm d 2>/dev/null
+  [ -e d ] && rm -rf d; [ -d x ] || mkdir x; mv x d
+  [ -f d/f ] || echo inside > d/f
+done`}})
+		swapDone <- err
+	}()
+	var ops, reached int
+	start := time.Now()
+	for ops < 1500 && time.Since(start) < 2*time.Minute {
+		if b, err := sb.ReadFile(ctx, "d/f"); err == nil && strings.Contains(string(b), "CANARY") {
+			reached++
+		}
+		_ = sb.WriteFile(ctx, "d/f", []byte("inside\n"))
+		if list, err := sb.ListDir(ctx, "d"); err == nil {
+			for _, fi := range list {
+				if fi.Name == "f" && fi.Size == int64(len("CANARY")) {
+					reached++
+				}
+			}
+		}
+		ops += 3
+	}
+	stopSwap()
+	assert.ErrorIs(t, <-swapDone, context.Canceled, "the swapper ran until stopped")
+	t.Logf("%d file operations through the helper during the swap race in %v", ops, time.Since(start))
+	assert.Zero(t, reached, "operations that reached the canary")
+	canary, _ := run(t, sb, "cat", "/tmp/outside/f")
+	assert.Equal(t, "CANARY", canary, "the canary outside the workspace changed")
+	ls, _ := run(t, sb, "ls", "/tmp/outside")
+	assert.Equal(t, "f\n", ls, "something was created outside the workspace")
+}
+
+func ptr(s string) *string { return &s }

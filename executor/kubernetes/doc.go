@@ -9,18 +9,20 @@
 // Options.RuntimeClassName, e.g. "nonet" or "gvisor", where the cluster
 // offers one). Process limits come from the kubelet's podPidsLimit.
 //
-// Commands run through the API server's exec subresource (client-go's
-// remotecommand, WebSocket with a SPDY fallback), so the gateway needs no
-// network path to the pod and the pod needs no network at all. Each command
-// is wrapped in /bin/sh for its working directory and environment and
-// carries an exec token; when a command passes its timeout or output cap,
-// or its context ends, the stream is closed (the runtime kills the process)
-// and a second exec kills every process that still has the token.
+// The helper also serves exec and the workspace file API on a loopback port
+// of the pod (HelperPort), which the gateway reaches through the API
+// server's portforward subresource (client-go, WebSocket with a SPDY
+// fallback; one multiplexed connection per sandbox), so the gateway needs
+// no network path to the pod and the pod needs no network at all. Exec,
+// ReadFile, WriteFile, ListDir, Stat, EditFile and RestoreFile go through
+// it: the helper applies executor.Workspace's rules inside the pod (no
+// symbolic link followed, FIFOs and devices refused, sizes capped), and the
+// host bounds what it reads back. The port gives the pod's own processes
+// nothing they lack: they run as the helper's user. The API server's exec
+// subresource remains as a path that needs no helper (execAPI).
 //
-// Sandbox.DialPort reaches a loopback port inside the pod through the
-// portforward subresource (one multiplexed connection per sandbox, one
-// stream pair per DialPort), the base for reaching the helper and relaying
-// model traffic without a pod network.
+// Sandbox.DialPort reaches any loopback port inside the pod the same way,
+// the base for relaying model traffic without a pod network.
 //
 // Workspaces: with Options.StorageClass set, each chat has a
 // PersistentVolumeClaim (ReadWriteOnce, Spec.DiskBytes) that Create makes
@@ -29,10 +31,8 @@
 //
 // It is the only package of the module that imports client-go.
 //
-// Not yet: Exec and the workspace file API (FS methods) through the helper
-// in the pod, the model and MCP relays, leases across gateway replicas
-// (Lease objects), a reconciler for pods of dead gateways. FS methods fail
-// with errors.ErrUnsupported.
+// Not yet: the model and MCP relays, leases across gateway replicas (Lease
+// objects), a reconciler for pods of dead gateways.
 //
 // Concurrency: an Executor is safe for concurrent use; one chat runs one
 // request at a time within this process (Create waits Spec.LeaseWait, then

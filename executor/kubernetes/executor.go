@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -31,6 +32,10 @@ type Executor struct {
 	leases *executor.Leases
 
 	sandboxes *executor.Registry[*Sandbox] // by pod name
+
+	// helperDial, when set (unit tests over a fake clientset), reaches the
+	// helper instead of the pod's port forward.
+	helperDial func(ctx context.Context, pod string) (net.Conn, error)
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -133,10 +138,15 @@ func (e *Executor) create(ctx context.Context, p plan, name string) (*Sandbox, e
 	if err != nil {
 		return nil, e.apiError("create pod "+name, err)
 	}
-	sb := &Sandbox{e: e, name: name, plan: p}
-	if err := e.waitRunning(ctx, name); err != nil {
+	sb := newSandbox(e, name, p)
+	err = e.waitRunning(ctx, name)
+	if err == nil {
+		err = e.waitHelper(ctx, sb)
+	}
+	if err != nil {
 		// The pod may be half made: remove it on a context the caller
 		// cannot cancel.
+		sb.closePF()
 		_ = e.deletePod(context.WithoutCancel(ctx), name)
 		return nil, err
 	}
@@ -219,6 +229,21 @@ func watchStarted(ctx context.Context, w watch.Interface, name string) (bool, er
 			}
 		}
 	}
+}
+
+// waitHelper waits until the pod's helper answers through the port
+// forward (the container runs before the helper listens).
+func (e *Executor) waitHelper(ctx context.Context, sb *Sandbox) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, e.o.ReadyTimeout,
+		fmt.Errorf("the helper of pod %s did not answer on port %d within %v (Options.ReadyTimeout); see kubectl -n %s logs %s: %w", sb.name, HelperPort, e.o.ReadyTimeout, e.o.Namespace, sb.name, executor.ErrTimeout))
+	defer cancel()
+	if err := sb.hc.WaitReady(ctx); err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			return fmt.Errorf("kubernetes executor: %w (last error: %w)", cause, err)
+		}
+		return fmt.Errorf("kubernetes executor: pod %s: %w", sb.name, err)
+	}
+	return nil
 }
 
 func (e *Executor) waitError(ctx context.Context, name string, err error) error {

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/helper"
 )
 
 // fakeCluster is a clientset whose pods start in the state start gives
@@ -43,7 +45,34 @@ func newFake(t *testing.T, o Options) (*Executor, *fakeCluster) {
 		f.start(a.(k8stesting.CreateAction).GetObject().(*corev1.Pod))
 		return false, nil, nil
 	})
-	return newExecutor(o, &rest.Config{Host: "https://fake"}, f.cs), f
+	e := newExecutor(o, &rest.Config{Host: "https://fake"}, f.cs)
+	e.helperDial = localHelper(t)
+	return e, f
+}
+
+// localHelper runs a real helper server in the test process with its exec
+// port on loopback, standing in for the pods' helpers (one workspace for
+// all of them), and returns a dial for Executor.helperDial.
+func localHelper(t *testing.T) func(context.Context, string) (net.Conn, error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- helper.NewServer(helper.ServerOptions{Dir: t.TempDir(), Workdir: t.TempDir(), ExecPort: port}).Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done)
+	})
+	return func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
 }
 
 func TestFakeCreateClose(t *testing.T) {

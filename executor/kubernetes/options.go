@@ -38,6 +38,13 @@ const (
 	// PathKubeExec is ExecResult.Path for commands run through the API
 	// server's exec subresource.
 	PathKubeExec = "kube-exec"
+	// PathHelper is ExecResult.Path for commands run through the pod's
+	// helper over the port forward.
+	PathHelper = "helper"
+	// HelperPort is the loopback port in the pod where the helper serves
+	// exec and the workspace file API; the gateway reaches it through the
+	// API server's portforward subresource.
+	HelperPort = 7690
 )
 
 // Options configures an Executor. Namespace and Image have defaults; a

@@ -140,7 +140,11 @@ func (e *Executor) pod(p plan, name string) *corev1.Pod {
 			},
 		},
 		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
+			RestartPolicy: corev1.RestartPolicyNever,
+			// The pod's pause process is PID 1 and reaps what the agent
+			// orphans (the helper starts commands, it is no init). It
+			// runs as another user: the sandbox sees it, cannot touch it.
+			ShareProcessNamespace:         &yes,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: &grace,
@@ -161,6 +165,7 @@ func (e *Executor) pod(p plan, name string) *corev1.Pod {
 					Workdir:   executor.ContainerWorkdir,
 					Deadline:  p.deadline,
 					KillGrace: o.StopGrace,
+					ExecPort:  HelperPort,
 				}),
 				WorkingDir: executor.ContainerWorkdir,
 				Env:        env,

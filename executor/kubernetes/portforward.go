@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -60,7 +61,7 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 		return nil, fmt.Errorf("kubernetes executor: port-forward to %s:%d: data stream: %w", s.name, port, err)
 	}
 	user, inner := net.Pipe()
-	pc := &pfConn{Conn: user, inner: inner, data: data, errs: errStream, conn: conn}
+	pc := &pfConn{Conn: user, inner: inner, data: data, errs: errStream, conn: conn, broken: func() { s.dropPF(conn) }}
 	go pc.pump()
 	return pc, nil
 }
@@ -72,19 +73,29 @@ type pfConn struct {
 	inner      net.Conn
 	data, errs httpstream.Stream
 	conn       httpstream.Connection
+	broken     func() // drops conn: the kubelet reported an error on it
 	once       sync.Once
 	mu         sync.Mutex
 	remoteErr  error
 }
 
 func (c *pfConn) pump() {
+	errDone := make(chan struct{})
 	go func() {
+		defer close(errDone)
 		msg, _ := io.ReadAll(c.errs)
 		if len(msg) > 0 {
 			c.mu.Lock()
 			c.remoteErr = errors.New(string(msg))
 			c.mu.Unlock()
 			_ = c.Close()
+			// After an error (nothing listened on the port) the
+			// multiplexed connection stops taking new streams a few
+			// streams later (seen with containerd 1.6 behind the API
+			// server's WebSocket tunnel; kubectl port-forward closes its
+			// connection on any error too): the next DialPort dials anew.
+			// Streams still open on it end with it.
+			c.broken()
 		}
 	}()
 	go func() {
@@ -92,8 +103,19 @@ func (c *pfConn) pump() {
 		_ = c.data.Close() // half-close: the pod's side sees EOF
 	}()
 	_, _ = io.Copy(c.inner, c.data)
+	// The kubelet reports a failed dial on the error stream as the data
+	// stream ends: learn it (and drop a broken connection) before the
+	// caller sees EOF and dials again.
+	select {
+	case <-errDone:
+	case <-time.After(pfErrorWait):
+	}
 	_ = c.inner.Close()
 }
+
+// pfErrorWait bounds how long an ended data stream waits for its error
+// stream.
+const pfErrorWait = 2 * time.Second
 
 // Close ends the connection both ways and frees its streams.
 func (c *pfConn) Close() error {

@@ -2,11 +2,12 @@ package kubernetes
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"net"
+	"strconv"
 	"sync"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/helper"
 )
 
 // Sandbox is one pod holding one chat's lease.
@@ -16,6 +17,7 @@ type Sandbox struct {
 	plan    plan
 	release func()
 	pf      portForward
+	hc      *helper.Client // the pod's helper, over pf
 
 	closeOnce sync.Once
 	closeErr  error
@@ -23,7 +25,23 @@ type Sandbox struct {
 	closed    bool
 }
 
-var _ executor.Sandbox = (*Sandbox)(nil)
+var (
+	_ executor.Sandbox  = (*Sandbox)(nil)
+	_ executor.Restorer = (*Sandbox)(nil)
+)
+
+// newSandbox returns the Sandbox of pod name, its helper client reaching
+// HelperPort through the pod's port forward.
+func newSandbox(e *Executor, name string, p plan) *Sandbox {
+	s := &Sandbox{e: e, name: name, plan: p}
+	s.hc = helper.NewDialClient("pod "+name+" port "+strconv.Itoa(HelperPort), func(ctx context.Context) (net.Conn, error) {
+		if e.helperDial != nil {
+			return e.helperDial(ctx, name)
+		}
+		return s.DialPort(ctx, HelperPort)
+	})
+	return s
+}
 
 // ID is the pod's name.
 func (s *Sandbox) ID() string { return s.name }
@@ -41,6 +59,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
+		_ = s.hc.Close()
 		s.closePF()
 		s.closeErr = s.e.deletePod(context.WithoutCancel(ctx), s.name)
 		s.e.sandboxes.Forget(s.name)
@@ -57,25 +76,35 @@ func (s *Sandbox) isClosed() bool {
 	return s.closed
 }
 
-// errNoFS is returned by the workspace file API until the pod-side helper
-// file API lands.
-var errNoFS = fmt.Errorf("kubernetes executor: the workspace file API needs the pod-side helper file API, not built yet: %w", errors.ErrUnsupported)
-
-// ReadFile is not supported yet (errors.ErrUnsupported).
-func (s *Sandbox) ReadFile(context.Context, string) ([]byte, error) { return nil, errNoFS }
-
-// WriteFile is not supported yet (errors.ErrUnsupported).
-func (s *Sandbox) WriteFile(context.Context, string, []byte) error { return errNoFS }
-
-// ListDir is not supported yet (errors.ErrUnsupported).
-func (s *Sandbox) ListDir(context.Context, string) ([]executor.FileInfo, error) { return nil, errNoFS }
-
-// Stat is not supported yet (errors.ErrUnsupported).
-func (s *Sandbox) Stat(context.Context, string) (executor.FileInfo, error) {
-	return executor.FileInfo{}, errNoFS
+// ReadFile reads a workspace file through the pod's helper, which
+// applies the host-side Workspace's rules inside the pod (no link
+// followed, FIFOs and devices refused, sizes capped).
+func (s *Sandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
+	return s.hc.ReadFile(ctx, name)
 }
 
-// EditFile is not supported yet (errors.ErrUnsupported).
-func (s *Sandbox) EditFile(context.Context, string, []executor.Edit) (executor.EditResult, error) {
-	return executor.EditResult{}, errNoFS
+// WriteFile writes a workspace file through the pod's helper.
+func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte) error {
+	return s.hc.WriteFile(ctx, name, data)
+}
+
+// RestoreFile restores a host-owned file through the pod's helper (see
+// executor.Workspace.RestoreFile).
+func (s *Sandbox) RestoreFile(ctx context.Context, name string, data []byte) error {
+	return s.hc.RestoreFile(ctx, name, data)
+}
+
+// ListDir lists a workspace directory through the pod's helper.
+func (s *Sandbox) ListDir(ctx context.Context, name string) ([]executor.FileInfo, error) {
+	return s.hc.ListDir(ctx, name)
+}
+
+// Stat describes a workspace entry through the pod's helper.
+func (s *Sandbox) Stat(ctx context.Context, name string) (executor.FileInfo, error) {
+	return s.hc.Stat(ctx, name)
+}
+
+// EditFile edits a workspace file through the pod's helper.
+func (s *Sandbox) EditFile(ctx context.Context, name string, edits []executor.Edit) (executor.EditResult, error) {
+	return s.hc.EditFile(ctx, name, edits)
 }

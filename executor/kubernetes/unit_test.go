@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -106,10 +105,4 @@ func TestChatKeyDistinct(t *testing.T) {
 	assert.NotEqual(t, chatKey("ab", "c"), chatKey("a", "bc"))
 	assert.Len(t, chatKey("u", "c"), 24)
 	assert.True(t, strings.HasPrefix(claimName("u", "c"), "abx-ws-"))
-}
-
-func TestFSUnsupported(t *testing.T) {
-	var s Sandbox
-	_, err := s.ReadFile(t.Context(), "x")
-	assert.True(t, errors.Is(err, errors.ErrUnsupported))
 }

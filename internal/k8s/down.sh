@@ -75,7 +75,9 @@ for ns in /run/netns/cni-* /var/run/netns/cni-*; do
 	umount "$ns" 2>/dev/null
 	rm -f "$ns"
 done
-for p in /run/netns /var/lib/cni /var/log/pods /var/log/containers; do
+# /var/lib/kubelet: the kubelet's device manager puts its socket in
+# /var/lib/kubelet/device-plugins whatever --root-dir says.
+for p in /run/netns /var/lib/cni /var/log/pods /var/log/containers /var/lib/kubelet; do
 	[[ -e $p ]] && ! had "$p" && rm -rf "$p"
 done
 # kubepods cgroups (cgroupfs driver), leaves first.

@@ -294,6 +294,36 @@ kind: RuntimeClass
 metadata: {name: nonet}
 handler: nonet
 YAML
+# Workspace volumes: the cluster has no dynamic provisioner, so a pool of
+# hostPath PersistentVolumes of the class agentbox-local (bound at first use,
+# retained) stands in for one, each directory owned by the sandbox user.
+# Released volumes are not reused; the pool serves one cluster's tests.
+mkdir -p "$D/pv"
+{
+	cat <<YAML
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: agentbox-local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Retain
+YAML
+	for i in $(seq -w 1 "${K8S_PVS:-64}"); do
+		install -d -m 0700 -o "${K8S_PV_UID:-100000}" -g "${K8S_PV_UID:-100000}" "$D/pv/$i"
+		cat <<YAML
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: agentbox-local-$i}
+spec:
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: agentbox-local
+  hostPath: {path: $D/pv/$i, type: Directory}
+YAML
+	done
+} | kc apply -f - >/dev/null
 sa() { kc -n default get serviceaccount default; }
 waitfor "controller-manager (default ServiceAccount)" 120 sa
 for c in etcd kube-apiserver containerd kubelet kube-scheduler kube-controller-manager; do
