@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/executor/helper"
+	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/executor/local"
 	"github.com/agentbox/agentbox/executor/modelproxy"
 	"github.com/agentbox/agentbox/executor/runnertest"
@@ -45,6 +46,9 @@ type e2eEnv struct {
 	cli     cliBehaviour
 	// runtime is the OCI runtime of the sandboxes (testenv.Runtime).
 	runtime string
+	// readWorkspace reads a chat's workspace file after its sandbox is
+	// gone (nil: from dataDir on the host).
+	readWorkspace func(t testing.TB, chat, name string) string
 }
 
 // relaySandbox is a sandbox with the helper's model relay (both backends).
@@ -185,7 +189,7 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *scriptedapi.Server, req e
 		Budget: modelproxy.Budget{MaxRequests: 50, MaxTokens: 10_000_000, MaxDuration: 3 * time.Minute},
 	})
 	require.NoError(t, err)
-	ln, err := helper.ListenHostSocket(sb.HostDir(), helper.ModelSocket, executor.DefaultUID, executor.DefaultGID)
+	ln, err := helper.ListenSandbox(ctx, sb, helper.ModelSocket, executor.DefaultUID, executor.DefaultGID)
 	require.NoError(t, err)
 	go func() { _ = proxy.Serve(ln) }()
 	defer func() { _ = proxy.Close() }()
@@ -285,6 +289,9 @@ func (r e2eRun) ofKind(k executor.EventKind) []executor.Event {
 // workspaceFile reads a file of a chat's workspace straight from the host.
 func (env *e2eEnv) workspaceFile(t testing.TB, chat, name string) string {
 	t.Helper()
+	if env.readWorkspace != nil {
+		return env.readWorkspace(t, chat, name)
+	}
 	dir, err := executor.WorkspaceDir(env.dataDir, "u1", chat)
 	require.NoError(t, err)
 	b, err := os.ReadFile(filepath.Join(dir, name))
@@ -293,6 +300,48 @@ func (env *e2eEnv) workspaceFile(t testing.TB, chat, name string) string {
 }
 
 func TestE2E(t *testing.T) { e2eSuite(t, newE2E(t)) }
+
+// TestE2EKubernetes runs the same suite with the sandboxes as pods of the
+// offline test cluster (internal/k8s/test.sh): the CLI's model traffic
+// comes back through the helper's reverse relay over the API server's port
+// forward, files through the pod-side file API, workspaces on claims of
+// AGENTBOX_K8S_STORAGECLASS (agentbox-local when unset); no Docker call.
+func TestE2EKubernetes(t *testing.T) { e2eSuite(t, newE2EKubernetes(t)) }
+
+func newE2EKubernetes(t *testing.T) *e2eEnv {
+	t.Helper()
+	kc := os.Getenv("AGENTBOX_KUBECONFIG")
+	if kc == "" {
+		if testenv.InCI() && os.Getenv("AGENTBOX_K8S") == "1" {
+			t.Fatal("CI=true, AGENTBOX_K8S=1 and AGENTBOX_KUBECONFIG is unset; run internal/k8s/test.sh")
+		}
+		t.Skip("no cluster: AGENTBOX_KUBECONFIG is unset (internal/k8s/test.sh sets it)")
+	}
+	sc := os.Getenv("AGENTBOX_K8S_STORAGECLASS")
+	if sc == "" {
+		sc = "agentbox-local"
+	}
+	// The namespace of the test cluster (up.sh makes it).
+	e, err := kubernetes.New(context.Background(), kubernetes.Options{
+		Kubeconfig: kc, Namespace: kubernetes.DefaultNamespace, Image: testenv.DefaultImage, ImagePullPolicy: "Never",
+		StorageClass: sc, StopGrace: time.Second,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, e.Close()) })
+	// The cluster imported the image from this machine's Docker daemon.
+	version := testenv.ImageLabel(t, testenv.DefaultImage, imageVersionLabel)
+	cli, ok := cliBehaviours[version]
+	require.True(t, ok, "image has CLI version %q, which cliBehaviours does not list", version)
+	return &e2eEnv{e: e, version: version, cli: cli, readWorkspace: func(t testing.TB, chat, name string) string {
+		t.Helper()
+		sb, err := e.Create(context.Background(), executor.Spec{UserID: "u1", ChatID: chat, LeaseWait: 30 * time.Second})
+		require.NoError(t, err)
+		defer func() { assert.NoError(t, sb.Close(context.Background())) }()
+		b, err := sb.ReadFile(context.Background(), name)
+		require.NoError(t, err)
+		return string(b)
+	}}
+}
 
 // TestE2ELocal runs the same suite in local mode (executor/local).
 func TestE2ELocal(t *testing.T) { e2eSuite(t, newE2ELocal(t)) }

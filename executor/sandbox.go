@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"net"
 	"time"
 )
 
@@ -82,4 +83,14 @@ type Executor interface {
 	// Close stops background work (reconciler, retention) and releases the
 	// backend; sandboxes still open are closed.
 	Close() error
+}
+
+// HostListener is implemented by sandboxes that share no directory with
+// the host (HostDir is ""), whose helper still reaches host services (the
+// model proxy, the egress proxy, the MCP endpoint) through the backend
+// (the Kubernetes backend's reverse relay over its port forward).
+// ListenHost returns the host end for the host socket name ("model.sock",
+// "egress.sock", "mcp.sock"); closing it stops the relay.
+type HostListener interface {
+	ListenHost(ctx context.Context, name string) (net.Listener, error)
 }

@@ -54,6 +54,9 @@ type ServeOptions struct {
 	// 127.0.0.1:ExecPort, for hosts that reach the sandbox through a port
 	// forward (NewDialClient).
 	ExecPort int
+	// Reverse relays model, egress and MCP traffic over connections the
+	// host parks on ExecPort (ListenReverse) instead of host sockets in Dir.
+	Reverse bool
 	// Debug makes the helper log to its stderr.
 	Debug bool
 }
@@ -83,6 +86,9 @@ func ServeArgs(binPath string, o ServeOptions) []string {
 	}
 	if o.ExecPort > 0 {
 		args = append(args, "--exec-port", strconv.Itoa(o.ExecPort))
+	}
+	if o.Reverse {
+		args = append(args, "--reverse")
 	}
 	if o.Debug {
 		args = append(args, "--debug")

@@ -27,11 +27,17 @@ func (s *Server) acceptRelay(ln net.Listener, name string) error {
 			return fmt.Errorf("helper: accept on the port relayed to %s: %w", name, err)
 		}
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
-			up, err := dialSock(ctx, s.opts.Dir, name)
-			cancel()
+			var up net.Conn
+			var err error
+			if s.opts.Reverse {
+				up, err = s.parking.take(context.Background(), name)
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+				up, err = dialSock(ctx, s.opts.Dir, name)
+				cancel()
+			}
 			if err != nil {
-				s.log.Warn("host socket unreachable", "socket", host, "err", err)
+				s.log.Warn("host socket unreachable", "socket", host, "reverse", s.opts.Reverse, "err", err)
 				_ = c.Close()
 				return
 			}

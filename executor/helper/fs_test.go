@@ -22,14 +22,21 @@ import (
 // its port forward.
 func startPort(t *testing.T, o ServerOptions) (*Client, string) {
 	t.Helper()
+	c, workdir, _ := startPortDirs(t, o)
+	return c, workdir
+}
+
+// startPortDirs is startPort that also returns the helper's Dir.
+func startPortDirs(t *testing.T, o ServerOptions) (c *Client, workdir, dir string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	o.ExecPort = ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
 	o.Workdir = t.TempDir()
-	_, _ = startLocal(t, o)
+	_, dir = startLocal(t, o)
 	addr := "127.0.0.1:" + strconv.Itoa(o.ExecPort)
-	c := NewDialClient(addr, func(ctx context.Context) (net.Conn, error) {
+	c = NewDialClient(addr, func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", addr)
 	})
@@ -37,7 +44,7 @@ func startPort(t *testing.T, o ServerOptions) (*Client, string) {
 	defer cancel()
 	require.NoError(t, c.WaitReady(ctx))
 	t.Cleanup(func() { _ = c.Close() })
-	return c, o.Workdir
+	return c, o.Workdir, dir
 }
 
 // TestFileServiceOverExecPort: the file API through the helper behaves as

@@ -55,6 +55,11 @@ type ServerOptions struct {
 	// the sandbox's own processes do not already have: they run as the
 	// helper's user.
 	ExecPort int
+	// Reverse makes the relays use connections the host parked on the exec
+	// port (ListenReverse) instead of dialling host sockets in Dir, and
+	// makes the helper listen on Dir/mcp.sock itself: for hosts that share
+	// no directory with the sandbox. It needs ExecPort.
+	Reverse bool
 	// MaxFileSize caps the file service's reads and writes
 	// (executor.DefaultMaxFileSize when 0).
 	MaxFileSize int64
@@ -75,6 +80,8 @@ type Server struct {
 	procs map[string]*proc
 	done  bool
 	ws    *executor.Workspace // the file service's, opened on first use
+
+	parking *parking // Reverse: parked host connections
 }
 
 // NewServer returns a server; Run starts it.
@@ -95,7 +102,7 @@ func NewServer(o ServerOptions) *Server {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: o, log: lg, procs: map[string]*proc{}}
+	return &Server{opts: o, log: lg, procs: map[string]*proc{}, parking: newParking()}
 }
 
 // Run serves until ctx ends or the deadline passes, then kills every
@@ -114,12 +121,26 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("helper: listen on %s: %w; is the per-sandbox directory mounted writable at %s?", sock, err, s.opts.Dir)
 	}
-	var mln, eln, xln net.Listener
+	var mln, eln, xln, cln net.Listener
+	if s.opts.Reverse && s.opts.ExecPort <= 0 {
+		_ = ln.Close()
+		return fmt.Errorf("helper: --reverse needs --exec-port, where the host parks its connections")
+	}
+	if s.opts.Reverse {
+		// mcp.sock is ours in reverse mode; a stale one from an earlier
+		// helper in the same directory goes first.
+		_ = os.Remove(SocketPath(s.opts.Dir, MCPSocket))
+		cln, err = listenSock(ctx, s.opts.Dir, MCPSocket, 0)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("helper: reverse mcp socket: %w", err)
+		}
+	}
 	if s.opts.ExecPort > 0 {
 		var lc net.ListenConfig
 		xln, err = lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.ExecPort)))
 		if err != nil {
-			_ = ln.Close()
+			closeListeners(ln, cln)
 			return fmt.Errorf("helper: exec port: %w; pick another --exec-port", err)
 		}
 	}
@@ -127,7 +148,7 @@ func (s *Server) Run(ctx context.Context) error {
 		var lc net.ListenConfig
 		mln, err = lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.ModelPort)))
 		if err != nil {
-			closeListeners(ln, xln)
+			closeListeners(ln, xln, cln)
 			return fmt.Errorf("helper: model forwarder: %w; pick another --model-port", err)
 		}
 	}
@@ -135,7 +156,7 @@ func (s *Server) Run(ctx context.Context) error {
 		var lc net.ListenConfig
 		eln, err = lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.EgressPort)))
 		if err != nil {
-			closeListeners(ln, xln, mln)
+			closeListeners(ln, xln, cln, mln)
 			return fmt.Errorf("helper: egress forwarder: %w; pick another --egress-port", err)
 		}
 	}
@@ -149,10 +170,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	wg.Go(func() { errc <- s.acceptExec(ln) })
 	if xln != nil {
 		wg.Go(func() { errc <- s.acceptExec(xln) })
+	}
+	if cln != nil {
+		wg.Go(func() { errc <- s.acceptRelay(cln, MCPSocket) })
 	}
 	if mln != nil {
 		wg.Go(func() { errc <- s.acceptRelay(mln, ModelSocket) })
@@ -165,7 +189,8 @@ func (s *Server) Run(ctx context.Context) error {
 		err = nil
 	case err = <-errc:
 	}
-	closeListeners(ln, xln, mln, eln)
+	closeListeners(ln, xln, cln, mln, eln)
+	s.parking.closeAll()
 	s.killAll()
 	s.mu.Lock()
 	if s.ws != nil {
@@ -221,7 +246,12 @@ func (s *Server) acceptExec(ln net.Listener) error {
 
 // serveConn handles one host connection; its first frame picks the exchange.
 func (s *Server) serveConn(c net.Conn) {
-	defer func() { _ = c.Close() }()
+	keep := false // a parked connection outlives this call
+	defer func() {
+		if !keep {
+			_ = c.Close()
+		}
+	}()
 	fr := &frameReader{r: bufio.NewReaderSize(c, 4096)} // large payloads bypass the buffer
 	handedOff := false                                  // a command's reader goroutine releases fr
 	defer func() {
@@ -258,6 +288,17 @@ func (s *Server) serveConn(c net.Conn) {
 		handedOff = s.runCommand(c, fr, &req)
 	case frameFS:
 		s.serveFS(c, fr, p)
+	case framePark:
+		var req parkRequest
+		if !s.opts.Reverse || json.Unmarshal(p, &req) != nil {
+			s.log.Debug("park refused", "reverse", s.opts.Reverse)
+			return
+		}
+		// What the host sends after the go frame may already sit in
+		// the reader's buffer.
+		if s.parking.park(req.Name, &bufferedConn{Conn: c, r: fr.r.(*bufio.Reader)}) {
+			keep = true
+		}
 	default:
 		s.log.Debug("unknown first frame", "type", string(typ))
 	}

@@ -3,12 +3,15 @@ package kubernetes
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,15 +20,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
+	"github.com/agentbox/agentbox/executor/helper"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // requireCluster skips without a cluster (AGENTBOX_KUBECONFIG unset, see
 // internal/k8s/up.sh) and fails instead under CI=true with AGENTBOX_K8S=1.
-func requireCluster(t *testing.T) string {
+func requireCluster(t testing.TB) string {
 	t.Helper()
 	kc := os.Getenv("AGENTBOX_KUBECONFIG")
 	if kc != "" {
@@ -40,7 +46,7 @@ func requireCluster(t *testing.T) string {
 
 // clusterExecutor makes an Executor over a fresh namespace that the test's
 // cleanup deletes.
-func clusterExecutor(t *testing.T, o Options) *Executor {
+func clusterExecutor(t testing.TB, o Options) *Executor {
 	t.Helper()
 	o.Kubeconfig = requireCluster(t)
 	if o.Image == "" {
@@ -54,20 +60,26 @@ func clusterExecutor(t *testing.T, o Options) *Executor {
 	}
 	ns := "abx-test-" + randomID()[:8]
 	o.Namespace = ns
-	boot, err := New(t.Context(), Options{Kubeconfig: o.Kubeconfig, Namespace: "default"})
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	require.NoError(t, err)
-	_, err = boot.cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	admin, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = admin.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	e, err := New(t.Context(), o)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		assert.NoError(t, e.Close())
 		ctx := context.Background()
-		pods, err := boot.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		pods, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if assert.NoError(t, err) {
 			assert.Empty(t, pods.Items, "pods left in the namespace after Close")
 		}
-		assert.NoError(t, boot.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}))
+		leases, err := admin.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+		if assert.NoError(t, err) {
+			assert.Empty(t, leases.Items, "leases left in the namespace after Close")
+		}
+		assert.NoError(t, admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}))
 	})
 	return e
 }
@@ -249,32 +261,40 @@ func TestClusterConformance(t *testing.T) {
 }
 
 func TestClusterCloseAndTakeover(t *testing.T) {
-	e := clusterExecutor(t, Options{})
-	spec := executor.Spec{UserID: "u1", ChatID: "take"}
+	e := clusterExecutor(t, Options{LeaseDuration: 2 * time.Second, ClockSkew: time.Millisecond, ReconcileInterval: -1})
+	spec := executor.Spec{UserID: "u1", ChatID: "take", LeaseWait: time.Minute}
 	sb, err := e.Create(t.Context(), spec)
 	require.NoError(t, err)
 
-	// A second executor (another gateway, or this one restarted after a
-	// crash) on the same chat removes the first pod before starting its own.
+	// The gateway crashes (no cleanup); another one (or this one,
+	// restarted) takes the chat once its lease expired, removing the first
+	// pod before starting its own.
+	e.abandon()
 	o2 := e.o
 	o2.InstanceID = ""
 	e2, err := New(t.Context(), o2)
 	require.NoError(t, err)
+	start := time.Now()
 	sb2, err := e2.Create(t.Context(), spec)
 	require.NoError(t, err)
+	t.Logf("chat taken over after %v (lease %v)", time.Since(start), e.o.LeaseDuration)
 	_, err = e.cs.CoreV1().Pods(e.o.Namespace).Get(t.Context(), sb.ID(), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the first pod still exists: %v", err)
 	_, err = sb.Exec(t.Context(), &executor.Cmd{Args: []string{"true"}})
 	assert.ErrorIs(t, err, executor.ErrSandboxGone)
-	assert.NoError(t, sb.Close(context.Background()))
+	assert.NoError(t, sb.Close(context.Background()), "closing the crashed gateway's sandbox touches nothing of the new holder")
 
-	start := time.Now()
+	start = time.Now()
 	require.NoError(t, sb2.Close(context.Background()))
 	t.Logf("close (delete and wait until gone): %v", time.Since(start))
 	_, err = e.cs.CoreV1().Pods(e.o.Namespace).Get(t.Context(), sb2.ID(), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err))
 	_, err = sb2.Exec(t.Context(), &executor.Cmd{Args: []string{"true"}})
 	assert.ErrorIs(t, err, executor.ErrNotRunning)
+	// The crashed instance's lease is what is left; the reconciler removes it.
+	n, err := e2.Reconcile(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
 	require.NoError(t, e2.Close())
 }
 
@@ -428,3 +448,125 @@ done`}})
 }
 
 func ptr(s string) *string { return &s }
+
+// TestClusterReplicas runs two executors (gateway replicas) against one
+// namespace: 20 chats, two turns each, spread over both at random and run
+// concurrently, never overlap on a chat; then one replica dies (kill -9:
+// no renewal, no cleanup) mid-turn, the other takes its chat over once the
+// lease expired and its reconciler removes the dead one's pods and leases.
+func TestClusterReplicas(t *testing.T) {
+	o := Options{LeaseDuration: 3 * time.Second, ClockSkew: time.Millisecond, ReconcileInterval: time.Second}
+	a := clusterExecutor(t, o)
+	ob := a.o
+	ob.InstanceID = ""
+	b, err := New(t.Context(), ob)
+	require.NoError(t, err)
+	replicas := []*Executor{a, b}
+
+	type turn struct {
+		chat       int
+		start, end time.Time
+		replica    int
+	}
+	var mu sync.Mutex
+	var turns []turn
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	sem := make(chan struct{}, 4)
+	for i := range 40 {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			chat, r := i%20, (i*7+i/20)%2
+			sb, err := replicas[r].Create(t.Context(), executor.Spec{UserID: "u", ChatID: fmt.Sprintf("spread-%d", chat), LeaseWait: 2 * time.Minute})
+			if err != nil {
+				errs <- err
+				return
+			}
+			tu := turn{chat: chat, start: time.Now(), replica: r}
+			_, err = sb.Exec(t.Context(), &executor.Cmd{Args: []string{"sleep", "0.2"}})
+			tu.end = time.Now()
+			errs <- errors.Join(err, sb.Close(context.Background()))
+			mu.Lock()
+			turns = append(turns, tu)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	perReplica := [2]int{}
+	for i, x := range turns {
+		perReplica[x.replica]++
+		for _, y := range turns[i+1:] {
+			if x.chat == y.chat {
+				assert.True(t, x.end.Before(y.start) || y.end.Before(x.start), "chat %d: turns overlap: %v-%v and %v-%v", x.chat, x.start, x.end, y.start, y.end)
+			}
+		}
+	}
+	t.Logf("turns per replica: %v", perReplica)
+	assert.Positive(t, perReplica[0])
+	assert.Positive(t, perReplica[1])
+
+	// Replica a dies holding two chats.
+	sa, err := a.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "dies"})
+	require.NoError(t, err)
+	other, err := a.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "dies-too"})
+	require.NoError(t, err)
+	a.abandon()
+	died := time.Now()
+	sb, err := b.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "dies", LeaseWait: time.Minute})
+	require.NoError(t, err)
+	t.Logf("chat served by the other replica %v after the first died (lease %v)", time.Since(died), o.LeaseDuration)
+	_, err = a.cs.CoreV1().Pods(a.o.Namespace).Get(t.Context(), sa.ID(), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the dead replica's pod on the chat is gone")
+	require.Eventually(t, func() bool {
+		_, err := a.cs.CoreV1().Pods(a.o.Namespace).Get(t.Context(), other.ID(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, time.Minute, 100*time.Millisecond, "the reconciler did not remove the dead replica's other pod")
+	t.Logf("dead replica's other pod gone %v after it died", time.Since(died))
+	require.NoError(t, sb.Close(context.Background()))
+	require.NoError(t, b.Close())
+	leases, err := a.cs.CoordinationV1().Leases(a.o.Namespace).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, l := range leases.Items {
+		names = append(names, l.Name)
+	}
+	assert.Empty(t, names, "leases left in the namespace")
+}
+
+// TestClusterModelRelay: the agent's model port in the pod reaches an HTTP
+// server of the gateway through connections the gateway parked in the
+// helper over the port forward; the pod itself has no network.
+func TestClusterModelRelay(t *testing.T) {
+	e := clusterExecutor(t, Options{})
+	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u1", ChatID: "relay"})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, sb.Close(context.Background())) }()
+	ks := sb.(*Sandbox)
+	ln, err := ks.ListenHost(t.Context(), helper.ModelSocket)
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		_, _ = fmt.Fprintf(w, "gateway saw %s %s %s", r.Method, r.URL.Path, body)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Close() }()
+
+	url := ks.ModelBaseURL() + "/v1/messages"
+	out, res := run(t, sb, "wget", "-qO-", "--post-data", "hi", url)
+	require.Equal(t, 0, res.ExitCode)
+	assert.Equal(t, "gateway saw POST /v1/messages hi", out)
+	var d []time.Duration
+	for range 10 {
+		start := time.Now()
+		out, _ = run(t, sb, "wget", "-qO-", url)
+		d = append(d, time.Since(start))
+		require.Equal(t, "gateway saw GET /v1/messages ", out)
+	}
+	slices.Sort(d)
+	t.Logf("wget through the model relay, exec included: median %v max %v", d[len(d)/2], d[len(d)-1])
+}

@@ -21,8 +21,13 @@
 // nothing they lack: they run as the helper's user. The API server's exec
 // subresource remains as a path that needs no helper (execAPI).
 //
-// Sandbox.DialPort reaches any loopback port inside the pod the same way,
-// the base for relaying model traffic without a pod network.
+// Model, egress and MCP traffic from the pod comes back the same way, in
+// reverse: the helper runs with --reverse, and Sandbox.ListenHost (an
+// executor.HostListener; helper.ListenSandbox picks it) keeps connections
+// parked in the helper through the port forward, each handed to the
+// gateway's listener when a process in the pod connects to the relay (the
+// model port, ModelBaseURL; the helper's own mcp.sock). Sandbox.DialPort
+// reaches any other loopback port inside the pod.
 //
 // Workspaces: with Options.StorageClass set, each chat has a
 // PersistentVolumeClaim (ReadWriteOnce, Spec.DiskBytes) that Create makes
@@ -31,11 +36,27 @@
 //
 // It is the only package of the module that imports client-go.
 //
-// Not yet: the model and MCP relays, leases across gateway replicas (Lease
-// objects), a reconciler for pods of dead gateways.
+// Replicas: gateways that share a namespace coordinate through Lease
+// objects (lease.go): a chat's Lease names the replica serving it, renewed
+// every LeaseDuration/3; another replica waits (LeaseWait, then ErrBusy)
+// or, once the holder stopped renewing for LeaseDuration+ClockSkew, takes
+// the chat over, removing the dead replica's pod on it first. Each
+// executor's instance Lease marks it alive; its reconciler (every
+// ReconcileInterval) removes the pods and leases of instances whose lease
+// expired. Replicas need distinct InstanceIDs ("" picks a random one) and
+// clocks within ClockSkew.
+//
+// The gateway's account needs, in its namespace only: pods (create, get,
+// list, watch, delete), pods/portforward (create, get), pods/exec (create,
+// get; the API-server exec path), persistentvolumeclaims (create, get) and
+// leases in coordination.k8s.io (create, get, list, update, delete).
+//
+// Not yet: the egress relay (EgressProxyURL), the gateway's MCP tools (the
+// host writes a token file into the helper's directory), and selecting this
+// backend from the gateway's configuration.
 //
 // Concurrency: an Executor is safe for concurrent use; one chat runs one
-// request at a time within this process (Create waits Spec.LeaseWait, then
+// request at a time across the replicas (Create waits Spec.LeaseWait, then
 // fails with executor.ErrBusy). Before a pod starts on a chat, Create
 // deletes any pod still labelled with that chat and waits until it is gone.
 // A Sandbox is safe for concurrent use; Close may be called from any

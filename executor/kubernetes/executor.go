@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -36,6 +37,11 @@ type Executor struct {
 	// helperDial, when set (unit tests over a fake clientset), reaches the
 	// helper instead of the pod's port forward.
 	helperDial func(ctx context.Context, pod string) (net.Conn, error)
+
+	bg       context.Context // ends at Close: lease renewals, the reconciler
+	stopBG   context.CancelFunc
+	wg       sync.WaitGroup
+	instance *heldLease // this executor's instance lease (New)
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -79,12 +85,18 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 			return nil, fmt.Errorf("kubernetes executor: the API server at %s does not answer: %w (%w)", cfg.Host, executor.ErrUnavailable, err)
 		}
 	}
+	if err := e.start(ctx); err != nil {
+		e.stopBG()
+		return nil, fmt.Errorf("kubernetes executor: instance %s: %w", o.InstanceID, err)
+	}
 	return e, nil
 }
 
 // newExecutor builds an Executor over cs (a fake clientset in unit tests).
 func newExecutor(o Options, cfg *rest.Config, cs kubernetes.Interface) *Executor {
-	return &Executor{o: o, cfg: cfg, cs: cs, logger: o.Logger.Named("kubernetes").With("instance", o.InstanceID), leases: executor.NewLeases(), sandboxes: executor.NewRegistry[*Sandbox]()}
+	e := &Executor{o: o, cfg: cfg, cs: cs, logger: o.Logger.Named("kubernetes").With("instance", o.InstanceID), leases: executor.NewLeases(), sandboxes: executor.NewRegistry[*Sandbox]()}
+	e.bg, e.stopBG = context.WithCancel(context.Background())
+	return e
 }
 
 // Create leases the chat, removes any pod left on it, makes the workspace
@@ -106,13 +118,23 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 	if wait == 0 {
 		wait = e.o.DefaultLeaseWait
 	}
-	release, err := e.leases.Acquire(ctx, p.chat, wait)
+	local, err := e.leases.Acquire(ctx, p.chat, wait)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: chat %s/%s: %w", spec.UserID, spec.ChatID, err)
 	}
+	// Across replicas: the chat's Lease object.
+	cl, err := e.acquireLease(ctx, chatLeasePrefix+p.chat, wait, map[string]string{AnnotationUser: spec.UserID, AnnotationChat: spec.ChatID})
+	if err != nil {
+		local()
+		return nil, fmt.Errorf("kubernetes executor: chat %s/%s: %w", spec.UserID, spec.ChatID, err)
+	}
+	release := func(ctx context.Context) {
+		cl.release(ctx)
+		local()
+	}
 	sb, err := e.create(ctx, p, name)
 	if err != nil {
-		release()
+		release(ctx)
 		return nil, err
 	}
 	sb.release = release
@@ -340,7 +362,7 @@ func (e *Executor) deletePod(ctx context.Context, name string) error {
 func (e *Executor) apiError(op string, err error) error {
 	switch {
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("kubernetes executor: %s: %w; give the gateway's account pods, pods/exec and persistentvolumeclaims in namespace %s", op, err, e.o.Namespace)
+		return fmt.Errorf("kubernetes executor: %s: %w; give the gateway's account pods, pods/exec, pods/portforward, persistentvolumeclaims and leases (coordination.k8s.io) in namespace %s", op, err, e.o.Namespace)
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return fmt.Errorf("kubernetes executor: %s: %w (%w)", op, executor.ErrInvalid, err)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
@@ -356,14 +378,28 @@ func isConnError(err error) bool {
 	return strings.Contains(s, "connection refused") || strings.Contains(s, "no such host") || strings.Contains(s, "connection reset")
 }
 
-// Close closes the sandboxes still open (deleting their pods) and refuses
-// new ones. Workspace claims are kept.
+// Close closes the sandboxes still open (deleting their pods), refuses
+// new ones, stops the reconciler and deletes the instance lease.
+// Workspace claims are kept.
 func (e *Executor) Close() error {
 	if !e.sandboxes.Shut() {
 		return nil
 	}
 	_, err := e.sandboxes.CloseAll(context.Background())
+	e.stopBG()
+	e.wg.Wait()
+	if e.instance != nil {
+		e.instance.release(context.Background())
+	}
 	return err
+}
+
+// abandon stops this executor as a kill -9 would: no renewal, no
+// reconciler, nothing deleted (tests of takeover by another replica).
+func (e *Executor) abandon() {
+	e.sandboxes.Shut()
+	e.stopBG()
+	e.wg.Wait()
 }
 
 func randomID() string {

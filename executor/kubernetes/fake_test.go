@@ -196,3 +196,84 @@ func TestFakeForbiddenSaysWhatToGrant(t *testing.T) {
 	assert.Contains(t, err.Error(), "pods/exec")
 	assert.EqualValues(t, 0, f.created.Load(), "a pod was created although the chat's old pods could not be listed")
 }
+
+// replica is another executor (gateway replica) over f's cluster, with its
+// instance lease taken and short leases.
+func (f *fakeCluster) replica(t *testing.T, e *Executor, id string) *Executor {
+	t.Helper()
+	o := e.o
+	o.InstanceID = id
+	o.LeaseDuration, o.ClockSkew, o.ReconcileInterval = time.Second, time.Millisecond, -1
+	o, err := o.withDefaults()
+	require.NoError(t, err)
+	r := newExecutor(o, e.cfg, f.cs)
+	r.helperDial = e.helperDial
+	require.NoError(t, r.start(t.Context()))
+	return r
+}
+
+func leaseNames(t *testing.T, cs *fake.Clientset) []string {
+	t.Helper()
+	list, err := cs.CoordinationV1().Leases("ns").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, l := range list.Items {
+		names = append(names, l.Name)
+	}
+	return names
+}
+
+// TestFakeReplicasShareChats: a chat held by one replica is busy for
+// another until released; then the other gets it.
+func TestFakeReplicasShareChats(t *testing.T) {
+	base, f := newFake(t, Options{})
+	a, b := f.replica(t, base, "replica-a"), f.replica(t, base, "replica-b")
+	spec := executor.Spec{UserID: "u", ChatID: "c", LeaseWait: 300 * time.Millisecond}
+	sa, err := a.Create(t.Context(), spec)
+	require.NoError(t, err)
+	_, err = b.Create(t.Context(), spec)
+	require.ErrorIs(t, err, executor.ErrBusy)
+	assert.Contains(t, err.Error(), "replica-a")
+	require.NoError(t, sa.Close(context.Background()))
+	assert.NotContains(t, leaseNames(t, f.cs), chatLeasePrefix+chatKey("u", "c"), "Close deletes the chat lease")
+	sb, err := b.Create(t.Context(), spec)
+	require.NoError(t, err)
+	require.NoError(t, sb.Close(context.Background()))
+
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+	assert.Empty(t, leaseNames(t, f.cs), "leases left after both replicas closed")
+}
+
+// TestFakeTakeoverAfterLeaseExpiry: a replica that dies (no renewal, no
+// cleanup) holds its chat only until its lease expires; the next replica
+// takes the chat over and removes the dead one's pod first, and the
+// reconciler removes the rest of what it left.
+func TestFakeTakeoverAfterLeaseExpiry(t *testing.T) {
+	base, f := newFake(t, Options{})
+	a, b := f.replica(t, base, "replica-a"), f.replica(t, base, "replica-b")
+	sa, err := a.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c"})
+	require.NoError(t, err)
+	_, err = a.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "other"})
+	require.NoError(t, err)
+	a.abandon() // kill -9
+
+	start := time.Now()
+	sb, err := b.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", LeaseWait: 10 * time.Second})
+	require.NoError(t, err)
+	took := time.Since(start)
+	t.Logf("chat taken over %v after its holder died", took)
+	assert.Greater(t, took, 500*time.Millisecond, "taken over before the lease expired")
+	_, err = f.cs.CoreV1().Pods("ns").Get(t.Context(), sa.ID(), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the dead replica's pod on the chat is gone")
+
+	n, err := b.Reconcile(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 3, n, "the pod of the other chat, its chat lease and the instance lease")
+	pods, err := f.cs.CoreV1().Pods("ns").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 1)
+	assert.Equal(t, sb.ID(), pods.Items[0].Name, "only the live replica's pod is left")
+	require.NoError(t, b.Close())
+	assert.Empty(t, leaseNames(t, f.cs))
+}

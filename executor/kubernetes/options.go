@@ -25,6 +25,12 @@ const (
 	DefaultTmpfsBytes     = 256 << 20
 	DefaultDiskBytes      = 1 << 30
 	DefaultSandboxTimeout = 30 * time.Minute
+	// DefaultLeaseDuration is how long a chat or instance lease protects
+	// its holder after its last renewal; a dead replica's chats are taken
+	// over that long (plus ClockSkew) after it stopped.
+	DefaultLeaseDuration     = 15 * time.Second
+	DefaultClockSkew         = 2 * time.Second
+	DefaultReconcileInterval = 30 * time.Second
 	// DefaultUID and DefaultGID match the Docker backend's sandbox user:
 	// above the ranges distributions give to accounts.
 	DefaultUID  = 100000
@@ -45,6 +51,9 @@ const (
 	// exec and the workspace file API; the gateway reaches it through the
 	// API server's portforward subresource.
 	HelperPort = 7690
+	// DefaultModelPort is the loopback port in the pod where the helper
+	// relays the agent's model traffic back to the gateway.
+	DefaultModelPort = 7000
 )
 
 // Options configures an Executor. Namespace and Image have defaults; a
@@ -97,6 +106,22 @@ type Options struct {
 	// Cmd.MaxOutput.
 	ExecTimeout time.Duration
 	MaxOutput   int64
+	// ModelPort is the loopback port in the pod where the helper relays
+	// model traffic to the gateway over connections the gateway parks
+	// through the port forward (Sandbox.ListenHost, ModelBaseURL);
+	// DefaultModelPort when 0, negative turns the relay off.
+	ModelPort int
+	// LeaseDuration is how long a chat's Lease object protects the replica
+	// holding it after its last renewal (renewed every third of it), and
+	// the same for the executor's instance lease; at least 1 s.
+	LeaseDuration time.Duration
+	// ClockSkew is added to LeaseDuration before a lease counts as expired
+	// on another replica, whose clock may differ by that much.
+	ClockSkew time.Duration
+	// ReconcileInterval is how often the executor removes the pods and
+	// leases of gateway instances whose instance lease expired (once at New
+	// too); negative turns the reconciler off.
+	ReconcileInterval time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -146,6 +171,25 @@ func (o Options) withDefaults() (Options, error) {
 	setDuration(&o.ExecTimeout, DefaultExecTimeout)
 	if o.MaxOutput <= 0 {
 		o.MaxOutput = DefaultMaxOutput
+	}
+	if o.ModelPort == 0 {
+		o.ModelPort = DefaultModelPort
+	}
+	if o.ModelPort > 65535 || o.ModelPort == HelperPort {
+		return o, fmt.Errorf("kubernetes executor: Options.ModelPort %d; use a free port below 65536 other than %d: %w", o.ModelPort, HelperPort, executor.ErrInvalid)
+	}
+	setDuration(&o.LeaseDuration, DefaultLeaseDuration)
+	if o.LeaseDuration < time.Second {
+		return o, fmt.Errorf("kubernetes executor: Options.LeaseDuration %v; Lease objects count in seconds, use 1s or more: %w", o.LeaseDuration, executor.ErrInvalid)
+	}
+	if o.ClockSkew < 0 {
+		return o, fmt.Errorf("kubernetes executor: Options.ClockSkew %v is negative: %w", o.ClockSkew, executor.ErrInvalid)
+	}
+	if o.ClockSkew == 0 {
+		o.ClockSkew = DefaultClockSkew
+	}
+	if o.ReconcileInterval == 0 {
+		o.ReconcileInterval = DefaultReconcileInterval
 	}
 	return o, nil
 }

@@ -26,6 +26,8 @@ const (
 	AnnotationUser  = "agentbox.io/user"
 	AnnotationChat  = "agentbox.io/chat"
 	AnnotationImage = "agentbox.io/config-hash"
+	// AnnotationInstance holds the InstanceID whose hash LabelInstance is.
+	AnnotationInstance = "agentbox.io/instance"
 )
 
 // Volume names and mount points of the sandbox container.
@@ -131,12 +133,13 @@ func (e *Executor) pod(p plan, name string) *corev1.Pod {
 			Labels: map[string]string{
 				LabelManagedBy: managedBy,
 				LabelChat:      p.chat,
-				LabelInstance:  chatKey("instance", o.InstanceID),
+				LabelInstance:  e.instanceHash(),
 			},
 			Annotations: map[string]string{
-				AnnotationUser:  p.spec.UserID,
-				AnnotationChat:  p.spec.ChatID,
-				AnnotationImage: p.spec.ConfigHash,
+				AnnotationUser:     p.spec.UserID,
+				AnnotationChat:     p.spec.ChatID,
+				AnnotationImage:    p.spec.ConfigHash,
+				AnnotationInstance: o.InstanceID,
 			},
 		},
 		Spec: corev1.PodSpec{
@@ -166,6 +169,8 @@ func (e *Executor) pod(p plan, name string) *corev1.Pod {
 					Deadline:  p.deadline,
 					KillGrace: o.StopGrace,
 					ExecPort:  HelperPort,
+					ModelPort: max(o.ModelPort, 0),
+					Reverse:   true,
 				}),
 				WorkingDir: executor.ContainerWorkdir,
 				Env:        env,

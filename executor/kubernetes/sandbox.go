@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -15,7 +16,7 @@ type Sandbox struct {
 	e       *Executor
 	name    string
 	plan    plan
-	release func()
+	release func(context.Context)
 	pf      portForward
 	hc      *helper.Client // the pod's helper, over pf
 
@@ -26,21 +27,53 @@ type Sandbox struct {
 }
 
 var (
-	_ executor.Sandbox  = (*Sandbox)(nil)
-	_ executor.Restorer = (*Sandbox)(nil)
+	_ executor.Sandbox      = (*Sandbox)(nil)
+	_ executor.Restorer     = (*Sandbox)(nil)
+	_ executor.HostListener = (*Sandbox)(nil)
 )
 
 // newSandbox returns the Sandbox of pod name, its helper client reaching
 // HelperPort through the pod's port forward.
 func newSandbox(e *Executor, name string, p plan) *Sandbox {
 	s := &Sandbox{e: e, name: name, plan: p}
-	s.hc = helper.NewDialClient("pod "+name+" port "+strconv.Itoa(HelperPort), func(ctx context.Context) (net.Conn, error) {
-		if e.helperDial != nil {
-			return e.helperDial(ctx, name)
-		}
-		return s.DialPort(ctx, HelperPort)
-	})
+	s.hc = helper.NewDialClient("pod "+name+" port "+strconv.Itoa(HelperPort), s.dialHelper)
 	return s
+}
+
+// dialHelper reaches the helper's exec port through the port forward.
+func (s *Sandbox) dialHelper(ctx context.Context) (net.Conn, error) {
+	if s.e.helperDial != nil {
+		return s.e.helperDial(ctx, s.name)
+	}
+	return s.DialPort(ctx, HelperPort)
+}
+
+// reverseIdle is how many connections a host listener keeps parked in the
+// pod's helper: a second one is ready while the first is taken.
+const reverseIdle = 2
+
+// ListenHost returns the gateway's end of the helper's relay for the host
+// socket name (helper.ModelSocket, EgressSocket, MCPSocket): connections
+// parked in the helper through the port forward, returned by Accept when
+// a process in the pod connects to the relay. Close it when the run ends.
+func (s *Sandbox) ListenHost(_ context.Context, name string) (net.Listener, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("kubernetes executor: listen for %s: sandbox closed: %w", name, executor.ErrNotRunning)
+	}
+	ln, err := helper.ListenReverse(s.dialHelper, name, reverseIdle)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: %w", err)
+	}
+	return ln, nil
+}
+
+// ModelBaseURL is the agent's model endpoint inside the pod (the helper's
+// relay to the gateway), or "" with Options.ModelPort negative.
+func (s *Sandbox) ModelBaseURL() string {
+	if s.e.o.ModelPort <= 0 {
+		return ""
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(s.e.o.ModelPort)
 }
 
 // ID is the pod's name.
@@ -64,7 +97,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		s.closeErr = s.e.deletePod(context.WithoutCancel(ctx), s.name)
 		s.e.sandboxes.Forget(s.name)
 		if s.release != nil {
-			s.release()
+			s.release(ctx)
 		}
 	})
 	return s.closeErr

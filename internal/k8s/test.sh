@@ -25,6 +25,9 @@ if "$here/up.sh"; then
 	t2=$(date +%s)
 	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$K8S_DIR/admin.kubeconfig \
 		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 30m} -v -run Cluster ./executor/kubernetes "$@" || status=$?
+	# The real CLI in pods, against the scripted model.
+	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$K8S_DIR/admin.kubeconfig \
+		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 30m} -v -run '^TestE2EKubernetes$' ./claude "$@" || status=$?
 	t3=$(date +%s)
 else
 	status=1

@@ -294,6 +294,9 @@ kind: RuntimeClass
 metadata: {name: nonet}
 handler: nonet
 YAML
+# The namespace the example gateway and the claude e2e tests use by default
+# (executor/kubernetes DefaultNamespace).
+kc create namespace agentbox >/dev/null
 # Workspace volumes: the cluster has no dynamic provisioner, so a pool of
 # hostPath PersistentVolumes of the class agentbox-local (bound at first use,
 # retained) stands in for one, each directory owned by the sandbox user.

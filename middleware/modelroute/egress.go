@@ -69,7 +69,7 @@ func (e *Egress) Open(ctx context.Context, sb executor.Sandbox, a *middleware.As
 		return nil, nil
 	}
 	relay, _ := sb.(egressRelay)
-	if relay == nil || relay.EgressProxyURL() == "" || sb.HostDir() == "" {
+	if relay == nil || relay.EgressProxyURL() == "" {
 		return nil, errors.New("modelroute: the assistant has sandbox.egress but the sandbox has no egress relay; run the executor with the helper and Spec.Egress")
 	}
 	uid, gid, err := executor.ParseUser(a.Sandbox.Spec.User)
@@ -97,7 +97,7 @@ func (e *Egress) Open(ctx context.Context, sb executor.Sandbox, a *middleware.As
 	if err != nil {
 		return nil, fmt.Errorf("modelroute: egress of %q: %w", a.ID, err)
 	}
-	ln, err := helper.ListenHostSocket(sb.HostDir(), helper.EgressSocket, uid, gid)
+	ln, err := helper.ListenSandbox(ctx, sb, helper.EgressSocket, uid, gid)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("modelroute: egress route: %w", err), p.Close())
 	}

@@ -147,7 +147,7 @@ func (p *Router) Open(ctx context.Context, sb executor.Sandbox, a *middleware.As
 // policy, already has it).
 func (p *Router) OpenToken(ctx context.Context, sb executor.Sandbox, a *middleware.Assistant, tok string) (middleware.ModelRoute, error) {
 	relay, _ := sb.(middleware.ModelRelay)
-	if relay == nil || relay.ModelBaseURL() == "" || sb.HostDir() == "" {
+	if relay == nil || relay.ModelBaseURL() == "" {
 		return nil, errors.New("modelroute: the sandbox has no model relay; run the executor with the helper (executor/docker Options.HelperBinary or UseImageHelper)")
 	}
 	uid, gid, err := executor.ParseUser(a.Sandbox.Spec.User)
@@ -174,7 +174,7 @@ func (p *Router) OpenToken(ctx context.Context, sb executor.Sandbox, a *middlewa
 	if err != nil {
 		return nil, fmt.Errorf("modelroute: model route of %q: %w", a.ID, err)
 	}
-	ln, err := helper.ListenHostSocket(sb.HostDir(), helper.ModelSocket, uid, gid)
+	ln, err := helper.ListenSandbox(ctx, sb, helper.ModelSocket, uid, gid)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("modelroute: model route: %w", err), proxy.Close())
 	}

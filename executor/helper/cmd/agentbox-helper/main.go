@@ -8,7 +8,7 @@
 //
 //	agentbox-helper serve [--dir /run/agentbox] [--workdir /workspace]
 //	                      [--deadline RFC3339] [--model-port N] [--egress-port N]
-//	                      [--exec-port N] [--kill-grace 500ms] [--debug]
+//	                      [--exec-port N [--reverse]] [--kill-grace 500ms] [--debug]
 //	agentbox-helper mcp --server <id> [--dir /run/agentbox]
 //	agentbox-helper version
 //
@@ -80,6 +80,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.IntVar(&o.ModelPort, "model-port", 0, "loopback TCP port relayed to <dir>/model.sock (0: off)")
 	fs.IntVar(&o.EgressPort, "egress-port", 0, "loopback TCP port relayed to <dir>/egress.sock, the agent's HTTP_PROXY (0: off)")
 	fs.IntVar(&o.ExecPort, "exec-port", 0, "also serve exec and files on this loopback TCP port, for a host behind a port forward (0: off)")
+	fs.BoolVar(&o.Reverse, "reverse", false, "relay model, egress and MCP traffic over connections the host parks on --exec-port, for a host that shares no directory")
 	fs.DurationVar(&o.KillGrace, "kill-grace", helper.DefaultKillGrace, "SIGTERM to SIGKILL delay for cancelled commands")
 	fs.BoolVar(&debug, "debug", false, "log to stderr")
 	if err := fs.Parse(args); err != nil {

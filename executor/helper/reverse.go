@@ -1,0 +1,275 @@
+package helper
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// Reverse mode, for sandboxes that share no directory with the host (a
+// Kubernetes pod reached through the API server's port forward): the host
+// cannot put model.sock, egress.sock and mcp.sock where the helper dials
+// them, and the helper cannot dial out. Instead the host parks connections
+// in the helper: it dials the helper's exec port and sends a framePark
+// naming the host socket the connection stands for. When a process in the
+// sandbox connects to the relay of that name (the model or egress port, or
+// mcp.sock, which the helper itself listens on in reverse mode), the helper
+// takes a parked connection, writes a frameGo on it and relays bytes both
+// ways: the host end then serves it as if the helper had dialled its
+// socket. ListenReverse is the host end, a net.Listener that keeps a few
+// connections parked.
+const (
+	framePark byte = 'P' // host→helper: JSON parkRequest, then wait
+	frameGo   byte = 'G' // helper→host on a parked connection: relaying from now
+)
+
+// parkRequest names the host socket a parked connection stands for.
+type parkRequest struct {
+	Name string `json:"name"`
+}
+
+// reverseNames are the host sockets a connection may be parked for.
+var reverseNames = []string{ModelSocket, EgressSocket, MCPSocket}
+
+// parkedPerName caps the connections parked for one name; more are closed.
+const parkedPerName = 16
+
+// reverseWait bounds how long a relayed connection waits for a parked
+// host connection when none is parked.
+const reverseWait = 10 * time.Second
+
+// parking holds the parked host connections of a reverse-mode helper.
+type parking struct {
+	mu    sync.Mutex
+	conns map[string][]net.Conn
+	added chan struct{} // closed and replaced when a connection is parked
+}
+
+func newParking() *parking {
+	return &parking{conns: map[string][]net.Conn{}, added: make(chan struct{})}
+}
+
+// park keeps c for name; it reports false (c is to be closed) for an
+// unknown name or a full pool.
+func (p *parking) park(name string, c net.Conn) bool {
+	known := false
+	for _, n := range reverseNames {
+		known = known || n == name
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !known || len(p.conns[name]) >= parkedPerName {
+		return false
+	}
+	p.conns[name] = append(p.conns[name], c)
+	close(p.added)
+	p.added = make(chan struct{})
+	return true
+}
+
+// take returns a parked connection for name, waiting up to reverseWait for
+// one, already told to relay (frameGo written).
+func (p *parking) take(ctx context.Context, name string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, reverseWait)
+	defer cancel()
+	for {
+		p.mu.Lock()
+		var c net.Conn
+		if q := p.conns[name]; len(q) > 0 {
+			c, p.conns[name] = q[0], q[1:]
+		}
+		added := p.added
+		p.mu.Unlock()
+		if c != nil {
+			_ = c.SetWriteDeadline(time.Now().Add(dialTimeout))
+			err := writeFrame(c, frameGo, nil)
+			_ = c.SetWriteDeadline(time.Time{})
+			if err == nil {
+				return c, nil
+			}
+			_ = c.Close() // the host went away; try the next one
+			continue
+		}
+		select {
+		case <-added:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no host connection parked for %s within %v: %w", name, reverseWait, ctx.Err())
+		}
+	}
+}
+
+// closeAll closes every parked connection (the helper is stopping).
+func (p *parking) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, q := range p.conns {
+		for _, c := range q {
+			_ = c.Close()
+		}
+		delete(p.conns, name)
+	}
+}
+
+// ListenReverse returns the host end of a reverse-mode helper's relay for
+// the host socket name (ModelSocket, EgressSocket, MCPSocket): it keeps
+// idle connections parked through dial (a port forward to the helper's
+// exec port) and Accept returns each once the helper relays a connection
+// from inside the sandbox on it. Parking is retried with a backoff while
+// the helper cannot be reached; Close stops it and closes what is parked.
+func ListenReverse(dial func(context.Context) (net.Conn, error), name string, idle int) (net.Listener, error) {
+	known := false
+	for _, n := range reverseNames {
+		known = known || n == name
+	}
+	if !known {
+		return nil, fmt.Errorf("helper: reverse listener for %q: not a host socket (%v): %w", name, reverseNames, executor.ErrInvalid)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &reverseListener{name: name, dial: dial, ctx: ctx, cancel: cancel, accepted: make(chan net.Conn), parked: map[net.Conn]struct{}{}}
+	for range max(idle, 1) {
+		l.wg.Go(l.keepParked)
+	}
+	return l, nil
+}
+
+type reverseListener struct {
+	name     string
+	dial     func(context.Context) (net.Conn, error)
+	ctx      context.Context
+	cancel   context.CancelFunc
+	accepted chan net.Conn
+	wg       sync.WaitGroup
+
+	mu     sync.Mutex
+	parked map[net.Conn]struct{}
+}
+
+// keepParked parks one connection at a time until the listener closes.
+func (l *reverseListener) keepParked() {
+	backoff := 10 * time.Millisecond
+	for l.ctx.Err() == nil {
+		c, err := l.parkOne()
+		if err != nil {
+			t := time.NewTimer(backoff)
+			select {
+			case <-l.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(backoff*2, time.Second)
+			continue
+		}
+		backoff = 10 * time.Millisecond
+		select {
+		case l.accepted <- c:
+		case <-l.ctx.Done():
+			_ = c.Close()
+			return
+		}
+	}
+}
+
+// parkOne parks a connection and waits until the helper relays on it.
+func (l *reverseListener) parkOne() (net.Conn, error) {
+	dctx, cancel := context.WithTimeout(l.ctx, dialTimeout)
+	c, err := l.dial(dctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.parked[c] = struct{}{}
+	l.mu.Unlock()
+	b, _ := json.Marshal(parkRequest{Name: l.name})
+	br := bufio.NewReaderSize(c, 64)
+	err = writeFrame(c, framePark, b)
+	if err == nil {
+		fr := &frameReader{r: br}
+		var typ byte
+		typ, _, err = fr.next()
+		fr.release()
+		if err == nil && typ != frameGo {
+			err = fmt.Errorf("helper: unexpected frame %q on a parked connection", typ)
+		}
+	}
+	l.mu.Lock()
+	delete(l.parked, c)
+	l.mu.Unlock()
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	if br.Buffered() > 0 {
+		// Bytes the sandbox sent right after the go frame.
+		return &bufferedConn{Conn: c, r: br}, nil
+	}
+	return c, nil
+}
+
+// bufferedConn reads what a bufio.Reader already holds first.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// CloseWrite half-closes when the connection can, else closes it.
+func (c *bufferedConn) CloseWrite() error {
+	if hc, ok := c.Conn.(halfCloser); ok {
+		return hc.CloseWrite()
+	}
+	return c.Close()
+}
+
+// Accept returns the next connection the helper relays.
+func (l *reverseListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.accepted:
+		return c, nil
+	case <-l.ctx.Done():
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops parking and closes the connections still parked.
+func (l *reverseListener) Close() error {
+	l.cancel()
+	l.mu.Lock()
+	for c := range l.parked {
+		_ = c.Close()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+	return nil
+}
+
+// Addr names the relay.
+func (l *reverseListener) Addr() net.Addr { return reverseAddr(l.name) }
+
+type reverseAddr string
+
+func (a reverseAddr) Network() string { return "agentbox-reverse" }
+func (a reverseAddr) String() string  { return string(a) }
+
+// ListenSandbox listens for sb's helper on the host socket name: in the
+// sandbox's host directory (ListenHostSocket, owned by uid:gid), or, for a
+// sandbox without one, through its executor (executor.HostListener, e.g.
+// the Kubernetes backend's reverse relay).
+func ListenSandbox(ctx context.Context, sb executor.Sandbox, name string, uid, gid int) (net.Listener, error) {
+	if dir := sb.HostDir(); dir != "" {
+		return ListenHostSocket(dir, name, uid, gid)
+	}
+	if hl, ok := sb.(executor.HostListener); ok {
+		return hl.ListenHost(ctx, name)
+	}
+	return nil, fmt.Errorf("helper: sandbox %s has neither a host directory nor a host listener for %s: %w", sb.ID(), name, errors.ErrUnsupported)
+}
