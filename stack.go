@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/executor/egress"
+	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/executor/local"
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/middleware"
@@ -38,10 +39,16 @@ type Options struct {
 	// DataDir holds the chats' workspaces, their agent sessions and the
 	// sandboxes' host directories (made 0700).
 	DataDir string
-	// Executor is the sandbox backend: config.ExecutorDocker ("" too) or
+	// Executor is the sandbox backend: config.ExecutorDocker ("" too),
 	// config.ExecutorLocal (bubblewrap on this host, no Docker; it needs
-	// HelperBinary).
+	// HelperBinary) or config.ExecutorKubernetes (pods; see Kubernetes).
 	Executor string
+	// Kubernetes configures the Kubernetes backend (Executor "kubernetes"):
+	// Kubeconfig ("" is the in-cluster account), Namespace, StorageClass
+	// for the workspaces' claims, Image defaults, leases. Its Logger is
+	// set by New. The pods run their image's helper; HelperBinary does not
+	// apply.
+	Kubernetes kubernetes.Options
 	// HelperBinary, when set, is bind-mounted into every sandbox as its
 	// helper (any image works); otherwise the image's own helper runs
 	// (agentbox/sandbox-* images carry it).
@@ -182,6 +189,14 @@ func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Exe
 	kind, err := config.ParseExecutor(o.Executor)
 	if err != nil {
 		return nil, fmt.Errorf("agentbox: Options.Executor: %w", err)
+	}
+	if kind == config.ExecutorKubernetes {
+		if o.HelperBinary != "" {
+			return nil, errors.New("agentbox: Options.HelperBinary does not apply to the kubernetes executor: pods run their image's helper (agentbox/sandbox-* images carry it)")
+		}
+		ko := o.Kubernetes
+		ko.Logger = log
+		return kubernetes.New(ctx, ko)
 	}
 	if kind == config.ExecutorLocal {
 		if o.HelperBinary == "" {

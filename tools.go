@@ -1,10 +1,15 @@
 package agentbox
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"slices"
+	"time"
 
+	"github.com/agentbox/agentbox/executor/helper"
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/middleware"
 )
@@ -35,8 +40,26 @@ func (t mcpTools) Open(g middleware.ToolGrant) (io.Closer, error) {
 	if len(allow) == 0 {
 		return nil, nil
 	}
+	var ln net.Listener
+	var writeToken func(string) error
 	if g.HostDir == "" {
-		return nil, errors.New("agentbox: the sandbox has no host directory for the tools socket; run the executor with the helper")
+		// A pod: the socket is the helper's own, relayed back through the
+		// backend, and the token reaches it through the helper.
+		tw, ok := g.Box.(interface {
+			WriteToken(context.Context, string) error
+		})
+		if !ok {
+			return nil, errors.New("agentbox: the sandbox has no host directory for the tools socket and its backend cannot relay one; run the executor with the helper")
+		}
+		var err error
+		if ln, err = helper.ListenSandbox(context.Background(), g.Box, helper.MCPSocket, g.UID, g.GID); err != nil {
+			return nil, fmt.Errorf("agentbox: tools socket: %w", err)
+		}
+		writeToken = func(tok string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return tw.WriteToken(ctx, tok)
+		}
 	}
 	var onCall func(mcphost.CallEvent)
 	if g.OnShellCall != nil {
@@ -51,9 +74,12 @@ func (t mcpTools) Open(g middleware.ToolGrant) (io.Closer, error) {
 			g.OnShellCall(c)
 		}
 	}
-	s, err := t.h.Open(mcphost.OpenOptions{HostDir: g.HostDir, UID: g.UID, GID: g.GID, Sandbox: g.Sandbox,
+	s, err := t.h.Open(mcphost.OpenOptions{HostDir: g.HostDir, Listener: ln, WriteToken: writeToken, UID: g.UID, GID: g.GID, Sandbox: g.Sandbox,
 		Grant: mcphost.Grant{Identity: mcphost.Identity{User: g.User, Chat: g.Chat, Assistant: g.Assistant}, Allow: allow}, OnCall: onCall})
 	if err != nil {
+		if ln != nil {
+			_ = ln.Close()
+		}
 		return nil, err
 	}
 	return s, nil

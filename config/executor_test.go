@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseExecutor(t *testing.T) {
-	for in, want := range map[string]string{"": ExecutorDocker, "docker": ExecutorDocker, "local": ExecutorLocal} {
+	for in, want := range map[string]string{"": ExecutorDocker, "docker": ExecutorDocker, "local": ExecutorLocal, "kubernetes": ExecutorKubernetes} {
 		got, err := ParseExecutor(in)
 		require.NoError(t, err, in)
 		assert.Equal(t, want, got, in)
@@ -16,6 +16,6 @@ func TestParseExecutor(t *testing.T) {
 	for _, bad := range []string{"Docker", "bwrap", "local "} {
 		_, err := ParseExecutor(bad)
 		assert.ErrorIs(t, err, ErrInvalid, bad)
-		assert.ErrorContains(t, err, `use "docker" (containers) or "local"`, bad)
+		assert.ErrorContains(t, err, `use "docker" (containers), "local" (bubblewrap, no container runtime) or "kubernetes" (pods)`, bad)
 	}
 }

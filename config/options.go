@@ -38,6 +38,9 @@ const (
 	// ExecutorLocal runs each sandbox as a bubblewrap process tree on the
 	// host (executor/local), for hosts without a container runtime.
 	ExecutorLocal = "local"
+	// ExecutorKubernetes runs each sandbox as a pod (executor/kubernetes),
+	// for gateways that scale out on a cluster.
+	ExecutorKubernetes = "kubernetes"
 )
 
 // ParseExecutor checks a gateway's executor setting ("" means
@@ -48,8 +51,10 @@ func ParseExecutor(s string) (string, error) {
 		return ExecutorDocker, nil
 	case ExecutorLocal:
 		return ExecutorLocal, nil
+	case ExecutorKubernetes:
+		return ExecutorKubernetes, nil
 	}
-	return "", fmt.Errorf("executor %q is not known; use %q (containers) or %q (bubblewrap, no container runtime): %w", s, ExecutorDocker, ExecutorLocal, ErrInvalid)
+	return "", fmt.Errorf("executor %q is not known; use %q (containers), %q (bubblewrap, no container runtime) or %q (pods): %w", s, ExecutorDocker, ExecutorLocal, ExecutorKubernetes, ErrInvalid)
 }
 
 // Bounds of sandbox.budget. A budget is never unlimited; an unset key takes

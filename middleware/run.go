@@ -451,7 +451,7 @@ func (r *run) openTools(sb executor.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	s, err := host.Open(ToolGrant{HostDir: sb.HostDir(), UID: uid, GID: gid, Sandbox: sb.ID(),
+	s, err := host.Open(ToolGrant{HostDir: sb.HostDir(), UID: uid, GID: gid, Box: sb, Sandbox: sb.ID(),
 		User: r.req.UserID, Chat: r.req.ChatID, Assistant: r.a.ID, AllowedTools: r.a.Sandbox.Run.AllowedTools,
 		OnShellCall: r.toolEvent})
 	if err != nil {

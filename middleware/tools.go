@@ -3,6 +3,8 @@ package middleware
 import (
 	"encoding/json"
 	"io"
+
+	"github.com/agentbox/agentbox/executor"
 )
 
 // ToolHost serves the gateway's own tools to the agents: for each run, a
@@ -27,6 +29,10 @@ type ToolGrant struct {
 	// GID own what the session makes there (the sandbox user).
 	HostDir  string
 	UID, GID int
+	// Box is the sandbox itself, for a tool host that reaches a sandbox
+	// without a host directory (HostDir "", a Kubernetes pod) through its
+	// backend.
+	Box executor.Sandbox
 	// Sandbox is the sandbox's id, for the handlers and the logs.
 	Sandbox string
 	// User, Chat and Assistant identify the request to the tools.

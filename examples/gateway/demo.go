@@ -13,7 +13,9 @@ import (
 	sdk "github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 
+	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 )
 
@@ -66,7 +68,7 @@ type demoResult struct {
 // the official OpenAI Go SDK, printing the text, the tool activity and the
 // hook messages as they arrive, then the usage and the file the agent
 // wrote in the chat's workspace on the host.
-func runDemo(ctx context.Context, g *Gateway, dataDir string, out io.Writer) error {
+func runDemo(ctx context.Context, g *Gateway, o Options, out io.Writer) error {
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format, args...) }
 	chat := fmt.Sprintf("demo-%d", time.Now().Unix())
 	p("POST %s/v1/chat/completions  model=%s user=%s chat=%s stream=true\n> %s\n\n", g.URL, demoAssistant, demoUser, chat, demoPrompt)
@@ -93,7 +95,19 @@ func runDemo(ctx context.Context, g *Gateway, dataDir string, out io.Writer) err
 	}
 	p("\nfinish_reason: %s\nusage: prompt_tokens=%d completion_tokens=%d total_tokens=%d\n",
 		res.Finish, res.Usage.PromptTokens, res.Usage.CompletionTokens, res.Usage.TotalTokens)
-	wsDir, err := executor.WorkspaceDir(dataDir, demoUser, chat)
+	if o.Executor == config.ExecutorKubernetes {
+		if g.Model == nil {
+			p("\n(real model: the file it wrote, if any, is in the chat's workspace claim)\n")
+			return nil
+		}
+		data, err := readPodWorkspace(ctx, g, o, chat, scriptedapi.DemoFile)
+		if err != nil {
+			return fmt.Errorf("the scripted agent should have written %s: %w", scriptedapi.DemoFile, err)
+		}
+		p("\n%s (read through a new pod on the chat's workspace claim, after the first pod is gone):\n%s", scriptedapi.DemoFile, data)
+		return nil
+	}
+	wsDir, err := executor.WorkspaceDir(o.DataDir, demoUser, chat)
 	if err != nil {
 		return fmt.Errorf("demo request: %w", err)
 	}
@@ -164,4 +178,28 @@ func chatRequest(ctx context.Context, client sdk.Client, chat, prompt string, on
 		return res, fmt.Errorf("finish_reason %q, want %q", res.Finish, executor.FinishStop)
 	}
 	return res, nil
+}
+
+// readPodWorkspace reads a file of the demo chat's workspace on the
+// kubernetes executor: through a pod of the coder's image on the chat's
+// claim (the pod of the request is gone by then), from an executor of its
+// own.
+func readPodWorkspace(ctx context.Context, g *Gateway, o Options, chat, name string) ([]byte, error) {
+	a, err := g.catalog.Lookup(ctx, demoAssistant)
+	if err != nil {
+		return nil, err
+	}
+	ko := o.Kubernetes
+	ko.InstanceID, ko.Logger, ko.ReconcileInterval = "", nil, -1
+	e, err := kubernetes.New(ctx, ko)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = e.Close() }()
+	sb, err := e.Create(ctx, executor.Spec{UserID: demoUser, ChatID: chat, Image: a.Sandbox.Spec.Image, LeaseWait: time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sb.Close(context.WithoutCancel(ctx)) }()
+	return sb.ReadFile(ctx, name)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/internal/scriptedopenai"
@@ -42,9 +43,12 @@ type Options struct {
 	// helper (any image works); otherwise the image's own helper runs.
 	// Local mode needs it.
 	HelperBinary string
-	// Executor is config.ExecutorDocker ("" too) or config.ExecutorLocal
-	// (bubblewrap sandboxes on this host, no container runtime).
+	// Executor is config.ExecutorDocker ("" too), config.ExecutorLocal
+	// (bubblewrap sandboxes on this host, no container runtime) or
+	// config.ExecutorKubernetes (pods; Kubernetes configures them).
 	Executor string
+	// Kubernetes configures the pods of the kubernetes executor.
+	Kubernetes kubernetes.Options
 	// Offline decides when connectors use the built-in scripted model
 	// server: "auto" for those whose key variable is unset, "always", or
 	// "never" (an unset key is then a config error).
@@ -114,7 +118,7 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		return g, err
 	}
 	g.stack, err = agentbox.New(ctx, agentbox.Options{
-		Config: g.Config, DataDir: o.DataDir, Executor: o.Executor, HelperBinary: o.HelperBinary, HCLogger: g.log.Named("agentbox"),
+		Config: g.Config, DataDir: o.DataDir, Executor: o.Executor, Kubernetes: o.Kubernetes, HelperBinary: o.HelperBinary, HCLogger: g.log.Named("agentbox"),
 		Tools: tools, Admission: o.Admission, MeterProvider: g.tel.meters, TracerProvider: g.tel.tracers,
 	})
 	if err != nil {

@@ -468,3 +468,31 @@ func TestGatewayTool(t *testing.T) {
 	require.NotEmpty(t, reqs)
 	assert.Contains(t, reqs[0].ToolNames(), "mcp__gateway__whoami", "the CLI offered the gateway's tool")
 }
+
+// TestDemoKubernetes runs the demo with the sandboxes as pods of the
+// offline test cluster (internal/k8s/test.sh sets AGENTBOX_KUBECONFIG):
+// the real CLI in a pod, its model traffic and the gateway's MCP tool
+// (whoami) relayed back through the port forward, the file read back
+// through a new pod on the chat's claim. Nothing runs in Docker.
+func TestDemoKubernetes(t *testing.T) {
+	kc := os.Getenv("AGENTBOX_KUBECONFIG")
+	if kc == "" {
+		if testenv.InCI() && os.Getenv("AGENTBOX_K8S") == "1" {
+			t.Fatal("CI=true, AGENTBOX_K8S=1 and AGENTBOX_KUBECONFIG is unset; run internal/k8s/test.sh")
+		}
+		t.Skip("no cluster: AGENTBOX_KUBECONFIG is unset (internal/k8s/test.sh sets it)")
+	}
+	data := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-demo", "-dir", "..", "-data", data, "-offline", "always",
+		"-executor", "kubernetes", "-kubeconfig", kc, "-storage-class", "agentbox-local", "-image-pull-policy", "Never"}, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	require.Equal(t, 0, code)
+	assert.Contains(t, stdout.String(), "[tool] Write")
+	assert.Contains(t, stdout.String(), "[tool] Bash")
+	assert.Contains(t, stdout.String(), "[hook replace text]", "the Create hook's UI message reached the client")
+	assert.Contains(t, stdout.String(), "finish_reason: stop")
+	assert.Contains(t, stdout.String(), scriptedapi.DemoFile+" (read through a new pod")
+	assert.Contains(t, stdout.String(), scriptedapi.DemoContent)
+	assert.Empty(t, managedContainers(t, data), "no Docker container")
+}

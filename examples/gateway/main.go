@@ -51,7 +51,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
 	fs.StringVar(&o.DataDir, "data", defaultDataDir(), "directory for the chats' workspaces")
 	fs.StringVar(&o.HelperBinary, "helper", "", "helper binary to bind-mount into sandboxes (default: the image's own)")
-	fs.StringVar(&o.Executor, "executor", "docker", "sandbox backend: docker (containers) or local (bubblewrap on this host, no container runtime; needs -helper)")
+	fs.StringVar(&o.Executor, "executor", "docker", "sandbox backend: docker (containers), local (bubblewrap on this host, no container runtime; needs -helper) or kubernetes (pods; see -kubeconfig)")
+	fs.StringVar(&o.Kubernetes.Kubeconfig, "kubeconfig", os.Getenv("AGENTBOX_KUBECONFIG"), "kubernetes executor: kubeconfig file (default $AGENTBOX_KUBECONFIG; empty: the in-cluster service account)")
+	fs.StringVar(&o.Kubernetes.Namespace, "namespace", "agentbox", "kubernetes executor: namespace of the sandbox pods, claims and leases")
+	fs.StringVar(&o.Kubernetes.StorageClass, "storage-class", "", "kubernetes executor: storage class of the workspaces' claims (empty: a workspace lives as long as its pod)")
+	fs.StringVar(&o.Kubernetes.ImagePullPolicy, "image-pull-policy", "", "kubernetes executor: Always, IfNotPresent (default) or Never (images imported into the nodes)")
 	fs.StringVar(&o.Offline, "offline", "auto", "scripted model server for connectors: auto (when their key is unset), always, never")
 	fs.IntVar(&o.Admission.MaxRuns, "max-sandboxes", 0, "sandboxed requests in flight at once (0: four per core)")
 	fs.IntVar(&o.Admission.MaxRunsPerUser, "max-sandboxes-per-user", 0, "one user's sandboxed requests in flight (0: half of -max-sandboxes)")
@@ -78,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *demo {
-		err = runDemo(ctx, g, o.DataDir, stdout)
+		err = runDemo(ctx, g, o, stdout)
 	} else {
 		<-ctx.Done()
 		o.Logger.Info("shutting down")

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -39,6 +41,9 @@ const (
 	fsList    = "list"
 	fsStat    = "stat"
 	fsEdit    = "edit"
+	// fsToken writes Dir/token, the per-request token `agentbox-helper mcp`
+	// presents, for a host that cannot write the helper's directory.
+	fsToken = "token"
 )
 
 // Failure kinds of fsStatus.Error, mapped to the executor's sentinels.
@@ -104,13 +109,17 @@ func (s *Server) serveFS(c net.Conn, fr *frameReader, p []byte) {
 	switch req.Op {
 	case fsRead:
 		out, err = ws.ReadFile(ctx, req.Name)
-	case fsWrite, fsRestore:
+	case fsWrite, fsRestore, fsToken:
 		var data []byte
 		data, err = readUpload(fr, s.opts.MaxFileSize)
-		if err == nil && req.Op == fsWrite {
+		switch {
+		case err != nil:
+		case req.Op == fsWrite:
 			err = ws.WriteFile(ctx, req.Name, data)
-		} else if err == nil {
+		case req.Op == fsRestore:
 			err = ws.RestoreFile(ctx, req.Name, data)
+		default:
+			err = s.writeToken(data)
 		}
 	case fsList:
 		var list []executor.FileInfo
@@ -144,6 +153,27 @@ func (s *Server) serveFS(c net.Conn, fr *frameReader, p []byte) {
 	}
 	s.sendFSStatus(w, fsStatus{})
 	_ = w.Flush()
+}
+
+// writeToken replaces Dir/token (mode 0400) with data.
+func (s *Server) writeToken(data []byte) error {
+	if len(data) == 0 || len(data) > 4096 || bytes.ContainsAny(data, "\x00\n") {
+		return fmt.Errorf("a token is 1 to 4096 bytes on one line: %w", executor.ErrInvalid)
+	}
+	path := filepath.Join(s.opts.Dir, TokenFile)
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o400); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// WriteToken gives the helper the per-request token that `agentbox-helper
+// mcp` presents (Dir/token), for hosts that share no directory with it.
+func (c *Client) WriteToken(ctx context.Context, token string) error {
+	_, err := c.fileOp(ctx, fsRequest{Op: fsToken}, []byte(token))
+	return err
 }
 
 // fsTimeout bounds one file operation in the helper.
@@ -322,7 +352,7 @@ func (c *Client) fileOp(ctx context.Context, req fsRequest, upload []byte) ([]by
 	if err := writeFrame(w, frameFS, b); err != nil {
 		return nil, fail("send", err)
 	}
-	if req.Op == fsWrite || req.Op == fsRestore {
+	if req.Op == fsWrite || req.Op == fsRestore || req.Op == fsToken {
 		for rest := upload; len(rest) > 0; {
 			n := min(len(rest), chunkSize)
 			if err := writeFrame(w, frameStdin, rest[:n]); err != nil {

@@ -173,3 +173,22 @@ func TestFileClientBoundsAHostileHelper(t *testing.T) {
 }
 
 func ptrTo(s string) *string { return &s }
+
+// TestWriteTokenThroughTheHelper: a host without the helper's directory
+// gives it the MCP token; the file is the sandbox user's, 0400, and a
+// token that is not one line is refused.
+func TestWriteTokenThroughTheHelper(t *testing.T) {
+	c, _, dir := startPortDirs(t, ServerOptions{})
+	ctx := context.Background()
+	require.NoError(t, c.WriteToken(ctx, "tok-1"))
+	require.NoError(t, c.WriteToken(ctx, "tok-2"), "a later request replaces it")
+	b, err := os.ReadFile(filepath.Join(dir, TokenFile))
+	require.NoError(t, err)
+	assert.Equal(t, "tok-2\n", string(b))
+	fi, err := os.Stat(filepath.Join(dir, TokenFile))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o400), fi.Mode().Perm())
+	for _, bad := range []string{"", "a\nb", "a\x00b"} {
+		assert.ErrorIs(t, c.WriteToken(ctx, bad), executor.ErrInvalid, "%q", bad)
+	}
+}

@@ -132,7 +132,7 @@ func ListenReverse(dial func(context.Context) (net.Conn, error), name string, id
 		return nil, fmt.Errorf("helper: reverse listener for %q: not a host socket (%v): %w", name, reverseNames, executor.ErrInvalid)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &reverseListener{name: name, dial: dial, ctx: ctx, cancel: cancel, accepted: make(chan net.Conn), parked: map[net.Conn]struct{}{}}
+	l := &reverseListener{name: name, dial: dial, ctx: ctx, cancel: cancel, accepted: make(chan net.Conn)}
 	for range max(idle, 1) {
 		l.wg.Go(l.keepParked)
 	}
@@ -146,9 +146,6 @@ type reverseListener struct {
 	cancel   context.CancelFunc
 	accepted chan net.Conn
 	wg       sync.WaitGroup
-
-	mu     sync.Mutex
-	parked map[net.Conn]struct{}
 }
 
 // keepParked parks one connection at a time until the listener closes.
@@ -178,6 +175,8 @@ func (l *reverseListener) keepParked() {
 }
 
 // parkOne parks a connection and waits until the helper relays on it.
+// Closing the listener closes a connection still parked, whenever it was
+// dialled.
 func (l *reverseListener) parkOne() (net.Conn, error) {
 	dctx, cancel := context.WithTimeout(l.ctx, dialTimeout)
 	c, err := l.dial(dctx)
@@ -185,9 +184,7 @@ func (l *reverseListener) parkOne() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	l.parked[c] = struct{}{}
-	l.mu.Unlock()
+	stop := context.AfterFunc(l.ctx, func() { _ = c.Close() })
 	b, _ := json.Marshal(parkRequest{Name: l.name})
 	br := bufio.NewReaderSize(c, 64)
 	err = writeFrame(c, framePark, b)
@@ -200,9 +197,9 @@ func (l *reverseListener) parkOne() (net.Conn, error) {
 			err = fmt.Errorf("helper: unexpected frame %q on a parked connection", typ)
 		}
 	}
-	l.mu.Lock()
-	delete(l.parked, c)
-	l.mu.Unlock()
+	if !stop() && err == nil {
+		err = net.ErrClosed // the listener closed as the go frame came
+	}
 	if err != nil {
 		_ = c.Close()
 		return nil, err
@@ -243,11 +240,6 @@ func (l *reverseListener) Accept() (net.Conn, error) {
 // Close stops parking and closes the connections still parked.
 func (l *reverseListener) Close() error {
 	l.cancel()
-	l.mu.Lock()
-	for c := range l.parked {
-		_ = c.Close()
-	}
-	l.mu.Unlock()
 	l.wg.Wait()
 	return nil
 }

@@ -100,3 +100,35 @@ func TestReverseRelay(t *testing.T) {
 	_, err = raw.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF, "a park for an unknown name is closed")
 }
+
+// TestReverseListenerCloses: Close returns while connections are being
+// dialled or sit parked in a helper that never answers.
+func TestReverseListenerCloses(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = ln.Close() }()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c) }() // never answers
+		}
+	}()
+	for i := range 50 {
+		l, err := ListenReverse(func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", ln.Addr().String())
+		}, ModelSocket, 2)
+		require.NoError(t, err)
+		time.Sleep(time.Duration(i%5) * time.Millisecond)
+		done := make(chan struct{})
+		go func() { _ = l.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: Close hangs", i)
+		}
+	}
+}

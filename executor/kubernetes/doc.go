@@ -51,9 +51,14 @@
 // get; the API-server exec path), persistentvolumeclaims (create, get) and
 // leases in coordination.k8s.io (create, get, list, update, delete).
 //
-// Not yet: the egress relay (EgressProxyURL), the gateway's MCP tools (the
-// host writes a token file into the helper's directory), and selecting this
-// backend from the gateway's configuration.
+// The gateway's MCP tools work the same way: Sandbox.WriteToken gives the
+// helper the request's token, and the helper's own mcp.sock is relayed
+// back. The agentbox package selects this backend with Options.Executor
+// "kubernetes" (examples/gateway -executor kubernetes); the account's RBAC
+// is examples/kubernetes/rbac.yaml.
+//
+// Not yet: the egress relay (EgressProxyURL; assistants with
+// sandbox.egress fail on pods with a clear error).
 //
 // Concurrency: an Executor is safe for concurrent use; one chat runs one
 // request at a time across the replicas (Create waits Spec.LeaseWait, then

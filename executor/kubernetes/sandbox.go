@@ -127,6 +127,12 @@ func (s *Sandbox) RestoreFile(ctx context.Context, name string, data []byte) err
 	return s.hc.RestoreFile(ctx, name, data)
 }
 
+// WriteToken gives the pod's helper the request's MCP token (its
+// /run/agentbox/token, which `agentbox-helper mcp` presents).
+func (s *Sandbox) WriteToken(ctx context.Context, token string) error {
+	return s.hc.WriteToken(ctx, token)
+}
+
 // ListDir lists a workspace directory through the pod's helper.
 func (s *Sandbox) ListDir(ctx context.Context, name string) ([]executor.FileInfo, error) {
 	return s.hc.ListDir(ctx, name)

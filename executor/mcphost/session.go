@@ -35,7 +35,15 @@ var errRevoked = errors.New("mcphost: the request ended and its token was revoke
 type OpenOptions struct {
 	// HostDir is the sandbox's host directory (Sandbox.HostDir), mounted at
 	// /run/agentbox in the container; mcp.sock and the token file go there.
+	// A sandbox without one (a Kubernetes pod) sets Listener and WriteToken
+	// instead.
 	HostDir string
+	// Listener, with HostDir empty, is where the sandbox's helper connects
+	// (helper.ListenSandbox for helper.MCPSocket); the Session closes it.
+	Listener net.Listener
+	// WriteToken, with HostDir empty, gives the request's token to the
+	// sandbox's helper (the kubernetes Sandbox's WriteToken).
+	WriteToken func(token string) error
 	// UID and GID own the socket and the token file (the sandbox user);
 	// -1 keeps the owner.
 	UID, GID int
@@ -116,8 +124,8 @@ type Session struct {
 // Open starts a Session: it writes the token file (mode 0400, the sandbox
 // user's; the in-container relay and CLI read it) and listens on mcp.sock.
 func (h *Host) Open(o OpenOptions) (*Session, error) {
-	if o.HostDir == "" {
-		return nil, errors.New("mcphost: OpenOptions.HostDir is empty; pass the sandbox's host directory (Sandbox.HostDir)")
+	if o.HostDir == "" && (o.Listener == nil || o.WriteToken == nil) {
+		return nil, errors.New("mcphost: OpenOptions.HostDir is empty; pass the sandbox's host directory (Sandbox.HostDir), or Listener and WriteToken for a sandbox without one")
 	}
 	if o.Grant.Token == "" {
 		tok, err := NewToken()
@@ -126,13 +134,21 @@ func (h *Host) Open(o OpenOptions) (*Session, error) {
 		}
 		o.Grant.Token = tok
 	}
-	if err := writeToken(o); err != nil {
-		return nil, err
-	}
-	ln, err := helper.ListenHostSocket(o.HostDir, helper.MCPSocket, o.UID, o.GID)
-	if err != nil {
-		_ = os.Remove(filepath.Join(o.HostDir, helper.TokenFile))
-		return nil, fmt.Errorf("mcphost: %w", err)
+	ln := o.Listener
+	if o.HostDir == "" {
+		if err := o.WriteToken(o.Grant.Token); err != nil {
+			return nil, fmt.Errorf("mcphost: give the sandbox its token: %w", err)
+		}
+	} else {
+		if err := writeToken(o); err != nil {
+			return nil, err
+		}
+		var err error
+		ln, err = helper.ListenHostSocket(o.HostDir, helper.MCPSocket, o.UID, o.GID)
+		if err != nil {
+			_ = os.Remove(filepath.Join(o.HostDir, helper.TokenFile))
+			return nil, fmt.Errorf("mcphost: %w", err)
+		}
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Session{h: h, o: o, ln: ln, opened: h.opts.Now(), ctx: ctx, cancel: cancel,
@@ -188,7 +204,9 @@ func (s *Session) Revoke() {
 		_ = c.Close()
 	}
 	s.mu.Unlock()
-	_ = os.Remove(filepath.Join(s.o.HostDir, helper.TokenFile))
+	if s.o.HostDir != "" {
+		_ = os.Remove(filepath.Join(s.o.HostDir, helper.TokenFile))
+	}
 }
 
 // Close revokes the token, stops listening and waits for the connections'

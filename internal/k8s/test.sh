@@ -23,11 +23,40 @@ t1=$(date +%s)
 status=0
 if "$here/up.sh"; then
 	t2=$(date +%s)
+	# The gateway's own identity: the service account of
+	# examples/kubernetes/rbac.yaml, with only what that manifest grants in
+	# namespace agentbox. The claude e2e tests and the demo run as it.
+	kc() { "$K8S_BIN/kubectl" --kubeconfig "$K8S_DIR/admin.kubeconfig" "$@"; }
+	gw=$K8S_DIR/gateway.kubeconfig
+	if kc apply -f examples/kubernetes/rbac.yaml >/dev/null && tok=$(kc -n agentbox create token agentbox-gateway --duration 2h); then
+		server=$(kc config view --minify -o 'jsonpath={.clusters[0].cluster.server}')
+		cat >"$gw" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: agentbox
+  cluster: {server: "$server", certificate-authority: "$K8S_DIR/pki/ca.crt"}
+users:
+- name: agentbox-gateway
+  user: {token: "$tok"}
+contexts:
+- name: agentbox
+  context: {cluster: agentbox, user: agentbox-gateway, namespace: agentbox}
+current-context: agentbox
+KC
+		chmod 0600 "$gw"
+	else
+		k8s_log "could not set up the gateway's service account"
+		status=1
+	fi
 	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$K8S_DIR/admin.kubeconfig \
-		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 30m} -v -run Cluster ./executor/kubernetes "$@" || status=$?
+		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run Cluster ./executor/kubernetes "$@" || status=$?
 	# The real CLI in pods, against the scripted model.
-	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$K8S_DIR/admin.kubeconfig \
-		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 30m} -v -run '^TestE2EKubernetes$' ./claude "$@" || status=$?
+	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
+		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestE2EKubernetes$' ./claude "$@" || status=$?
+	# The example gateway's demo on pods.
+	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
+		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestDemoKubernetes$' ./examples/gateway "$@" || status=$?
 	t3=$(date +%s)
 else
 	status=1
