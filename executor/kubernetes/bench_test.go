@@ -22,7 +22,7 @@ import (
 //	  go test -run '^$' -bench Backends -benchtime 5x ./executor/kubernetes
 func BenchmarkBackends(b *testing.B) {
 	img := testenv.RequireImage(b)
-	de, err := docker.New(context.Background(), docker.Options{DataDir: b.TempDir(), Image: img, ReconcileInterval: -1, RetentionInterval: -1, StopGrace: 500 * time.Millisecond})
+	de, err := docker.New(context.Background(), docker.Options{DataDir: b.TempDir(), Image: img, UseImageHelper: true, ReconcileInterval: -1, RetentionInterval: -1, StopGrace: 500 * time.Millisecond})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = de.Close() })
 	ke := clusterExecutor(b, Options{StopGrace: time.Second})
@@ -55,6 +55,9 @@ func BenchmarkBackends(b *testing.B) {
 					res, err := exec(context.Background(), &executor.Cmd{Args: []string{"true"}})
 					require.NoError(b, err)
 					require.Equal(b, 0, res.ExitCode)
+					if path == "helper" {
+						require.Equal(b, PathHelper, res.Path, "the command did not go through the helper")
+					}
 				}
 			})
 		}
