@@ -29,10 +29,7 @@ func startPort(t *testing.T, o ServerOptions) (*Client, string) {
 // startPortDirs is startPort that also returns the helper's Dir.
 func startPortDirs(t *testing.T, o ServerOptions) (c *Client, workdir, dir string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	o.ExecPort = ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
+	o.ExecPort = freePort(t)
 	o.Workdir = t.TempDir()
 	_, dir = startLocal(t, o)
 	addr := "127.0.0.1:" + strconv.Itoa(o.ExecPort)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,13 +60,9 @@ func newParking() *parking {
 // park keeps c for name; it reports false (c is to be closed) for an
 // unknown name or a full pool.
 func (p *parking) park(name string, c net.Conn) bool {
-	known := false
-	for _, n := range reverseNames {
-		known = known || n == name
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !known || len(p.conns[name]) >= parkedPerName {
+	if !slices.Contains(reverseNames, name) || len(p.conns[name]) >= parkedPerName {
 		return false
 	}
 	p.conns[name] = append(p.conns[name], c)
@@ -124,11 +121,7 @@ func (p *parking) closeAll() {
 // from inside the sandbox on it. Parking is retried with a backoff while
 // the helper cannot be reached; Close stops it and closes what is parked.
 func ListenReverse(dial func(context.Context) (net.Conn, error), name string, idle int) (net.Listener, error) {
-	known := false
-	for _, n := range reverseNames {
-		known = known || n == name
-	}
-	if !known {
+	if !slices.Contains(reverseNames, name) {
 		return nil, fmt.Errorf("helper: reverse listener for %q: not a host socket (%v): %w", name, reverseNames, executor.ErrInvalid)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

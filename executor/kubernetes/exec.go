@@ -48,11 +48,9 @@ pids=$(find); [ -n "$pids" ] && kill -KILL $pids 2>/dev/null; exit 0`
 // kills the command's process group, as in the Docker backend.
 func (s *Sandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
 	res := executor.ExecResult{ExitCode: -1, Path: PathHelper}
-	if cmd != nil {
-		for _, kv := range cmd.Env {
-			if !validEnv(kv) {
-				return res, fmt.Errorf("kubernetes executor: exec: env entry %q is not NAME=VALUE with NAME of [A-Za-z_][A-Za-z0-9_]*: %w", kv, executor.ErrInvalid)
-			}
+	if cmd != nil && len(cmd.Args) > 0 {
+		if err := checkEnv(cmd.Args[0], cmd.Env); err != nil {
+			return res, err
 		}
 	}
 	if s.isClosed() {
@@ -83,10 +81,8 @@ func (s *Sandbox) execAPI(ctx context.Context, cmd *executor.Cmd) (executor.Exec
 	if cmd.Timeout < 0 || cmd.MaxOutput < 0 {
 		return res, fmt.Errorf("kubernetes executor: exec %q: negative Timeout or MaxOutput: %w", prog, executor.ErrInvalid)
 	}
-	for _, kv := range cmd.Env {
-		if !validEnv(kv) {
-			return res, fmt.Errorf("kubernetes executor: exec %q: env entry %q is not NAME=VALUE with NAME of [A-Za-z_][A-Za-z0-9_]*: %w", prog, kv, executor.ErrInvalid)
-		}
+	if err := checkEnv(prog, cmd.Env); err != nil {
+		return res, err
 	}
 	if s.isClosed() {
 		return res, fmt.Errorf("kubernetes executor: exec %q: sandbox closed: %w", prog, executor.ErrNotRunning)
@@ -195,6 +191,17 @@ func (s *Sandbox) sweep(ctx context.Context, token string) {
 	if err := s.stream(ctx, []string{"/bin/sh", "-c", killScript, "sh", token, grace}, nil, io.Discard, io.Discard); err != nil {
 		s.e.logger.Warn("could not sweep a stopped command's processes", "pod", s.name, "error", err)
 	}
+}
+
+// checkEnv refuses an env entry that is not NAME=VALUE with a shell-safe
+// NAME, on both exec paths.
+func checkEnv(prog string, env []string) error {
+	for _, kv := range env {
+		if !validEnv(kv) {
+			return fmt.Errorf("kubernetes executor: exec %q: env entry %q is not NAME=VALUE with NAME of [A-Za-z_][A-Za-z0-9_]*: %w", prog, kv, executor.ErrInvalid)
+		}
+	}
+	return nil
 }
 
 func validEnv(kv string) bool {
