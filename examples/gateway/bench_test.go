@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/middleware"
 )
@@ -155,4 +157,62 @@ func BenchmarkColdPath(b *testing.B) {
 	b.ReportMetric(med(gw)/med(dockerRun), "gateway/docker-run")
 	b.ReportMetric(med(agent)/med(host), "agent/host-cli")
 	b.Logf("gateway %v, agent phase %v, docker run %v, host CLI %v", gw, agent, dockerRun, host)
+}
+
+// BenchmarkRequestBackends measures, in one run, a cold sandboxed request
+// to the example gateway (a new chat: sandbox start, hooks, the real CLI
+// against the scripted model, teardown) on Docker and on the Kubernetes
+// cluster of AGENTBOX_KUBECONFIG (internal/k8s/test.sh runs it), one
+// request of each per iteration so both see the same machine load. Run it
+// with -benchtime=5x. It reports the medians in milliseconds of the
+// request, its sandbox start and its agent phase per backend, and the
+// ratio of the request times.
+func BenchmarkRequestBackends(b *testing.B) {
+	kc := requireCluster(b)
+	backends := []struct {
+		name string
+		url  string
+	}{{name: "docker"}, {name: "kubernetes"}}
+	g, _ := startGateway(b)
+	backends[0].url = g.URL
+	k, _ := startGateway(b, func(o *Options) {
+		o.Executor, o.HelperBinary = "kubernetes", ""
+		o.Kubernetes = kubernetes.Options{Kubeconfig: kc, StorageClass: "agentbox-local", ImagePullPolicy: "Never"}
+	})
+	backends[1].url = k.URL
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	type sample struct{ total, start, agent []time.Duration }
+	samples := make([]sample, len(backends))
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	for i := 0; b.Loop(); i++ {
+		for j, be := range backends {
+			t0 := time.Now()
+			status, body := rawChat(b, be.url, demoUser, fmt.Sprintf("backends-%s-%d", run, i), demoPrompt, nil, "")
+			d := time.Since(t0)
+			require.Equal(b, http.StatusOK, status, "%s: %s", be.name, body)
+			var comp struct {
+				Agentbox struct {
+					Timings map[string]float64 `json:"timings"`
+				} `json:"agentbox"`
+			}
+			require.NoError(b, json.Unmarshal([]byte(body), &comp))
+			s := &samples[j]
+			s.total = append(s.total, d)
+			s.start = append(s.start, ms(comp.Agentbox.Timings["container_start_ms"]))
+			s.agent = append(s.agent, ms(comp.Agentbox.Timings["agent_ms"]))
+		}
+	}
+	med := func(d []time.Duration) float64 {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return float64(s[len(s)/2]) / float64(time.Millisecond)
+	}
+	for j, be := range backends {
+		s := samples[j]
+		b.ReportMetric(med(s.total), be.name+"-request-ms")
+		b.ReportMetric(med(s.start), be.name+"-start-ms")
+		b.ReportMetric(med(s.agent), be.name+"-agent-ms")
+		b.Logf("%s: requests %v, sandbox start %v, agent %v", be.name, s.total, s.start, s.agent)
+	}
+	b.ReportMetric(med(samples[1].total)/med(samples[0].total), "kubernetes/docker")
 }

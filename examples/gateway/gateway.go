@@ -192,9 +192,16 @@ func (g *Gateway) load(o Options) (*config.Gateway, error) {
 }
 
 // offlineScript answers the offline demo's agents: "who am I" calls the
-// gateway's whoami tool and quotes it; another request gets scriptedapi's
-// Demo, which writes hello.txt and runs cat on it.
+// gateway's whoami tool and quotes it; a prompt "$ command" runs command
+// with the Bash tool and quotes what it printed; another request gets
+// scriptedapi's Demo, which writes hello.txt and runs cat on it.
 func offlineScript(r *scriptedapi.Request) scriptedapi.Turn {
+	if cmd, ok := strings.CutPrefix(r.UserPrompt(), "$ "); ok {
+		if res := r.NewToolResults(); len(res) > 0 {
+			return scriptedapi.Say(fmt.Sprintf("`%s` printed:\n%s", cmd, res[len(res)-1].Output()))
+		}
+		return scriptedapi.Call("Bash", map[string]any{"command": cmd, "description": "Run the user's command", "timeout": 600000})
+	}
 	if strings.Contains(strings.ToLower(r.AllText()), "who am i") {
 		if res := r.NewToolResults(); len(res) > 0 {
 			return scriptedapi.Say("The gateway says:\n" + res[len(res)-1].Output())

@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Kubernetes.Namespace, "namespace", "agentbox", "kubernetes executor: namespace of the sandbox pods, claims and leases")
 	fs.StringVar(&o.Kubernetes.StorageClass, "storage-class", "", "kubernetes executor: storage class of the workspaces' claims (empty: a workspace lives as long as its pod)")
 	fs.StringVar(&o.Kubernetes.ImagePullPolicy, "image-pull-policy", "", "kubernetes executor: Always, IfNotPresent (default) or Never (images imported into the nodes)")
+	fs.StringVar(&o.Kubernetes.InstanceID, "instance", "", "kubernetes executor: this replica's name on its pods and leases, e.g. its pod name (default: a random one); another replica takes its chats over once it stops renewing their leases")
 	fs.StringVar(&o.Offline, "offline", "auto", "scripted model server for connectors: auto (when their key is unset), always, never")
 	fs.IntVar(&o.Admission.MaxRuns, "max-sandboxes", 0, "sandboxed requests in flight at once (0: four per core)")
 	fs.IntVar(&o.Admission.MaxRunsPerUser, "max-sandboxes-per-user", 0, "one user's sandboxed requests in flight (0: half of -max-sandboxes)")
@@ -70,6 +71,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		_, _ = fmt.Fprintf(stderr, "gateway: unexpected argument %q; flags only (see -h)\n", fs.Arg(0))
+		return 2
+	}
+	if o.Kubernetes.InstanceID != "" && o.Executor != "kubernetes" {
+		_, _ = fmt.Fprintf(stderr, "gateway: -instance names a replica of the kubernetes executor; drop it or pass -executor kubernetes\n")
 		return 2
 	}
 	o.Logger = hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.LevelFromString(*level), Output: stderr})

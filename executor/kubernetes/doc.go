@@ -48,7 +48,8 @@
 //
 // The gateway's account needs, in its namespace only: pods (create, get,
 // list, watch, delete), pods/portforward (create, get), pods/exec (create,
-// get; the API-server exec path), persistentvolumeclaims (create, get) and
+// get; the API-server exec path), persistentvolumeclaims (create, get;
+// list for Executor.Inventory) and
 // leases in coordination.k8s.io (create, get, list, update, delete).
 //
 // The gateway's MCP tools work the same way: Sandbox.WriteToken gives the

@@ -42,6 +42,10 @@ type Executor struct {
 	stopBG   context.CancelFunc
 	wg       sync.WaitGroup
 	instance *heldLease // this executor's instance lease (New)
+	// kick asks the reconciler for a pass now: a lease taken over from a
+	// holder that stopped renewing means that instance is likely dead,
+	// and its other pods need not wait for the next interval.
+	kick chan struct{}
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -94,7 +98,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 
 // newExecutor builds an Executor over cs (a fake clientset in unit tests).
 func newExecutor(o Options, cfg *rest.Config, cs kubernetes.Interface) *Executor {
-	e := &Executor{o: o, cfg: cfg, cs: cs, logger: o.Logger.Named("kubernetes").With("instance", o.InstanceID), leases: executor.NewLeases(), sandboxes: executor.NewRegistry[*Sandbox]()}
+	e := &Executor{o: o, cfg: cfg, cs: cs, logger: o.Logger.Named("kubernetes").With("instance", o.InstanceID), leases: executor.NewLeases(), sandboxes: executor.NewRegistry[*Sandbox](), kick: make(chan struct{}, 1)}
 	e.bg, e.stopBG = context.WithCancel(context.Background())
 	return e
 }

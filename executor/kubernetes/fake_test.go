@@ -199,11 +199,14 @@ func TestFakeForbiddenSaysWhatToGrant(t *testing.T) {
 
 // replica is another executor (gateway replica) over f's cluster, with its
 // instance lease taken and short leases.
-func (f *fakeCluster) replica(t *testing.T, e *Executor, id string) *Executor {
+func (f *fakeCluster) replica(t *testing.T, e *Executor, id string, opts ...func(*Options)) *Executor {
 	t.Helper()
 	o := e.o
 	o.InstanceID = id
 	o.LeaseDuration, o.ClockSkew, o.ReconcileInterval = time.Second, time.Millisecond, -1
+	for _, f := range opts {
+		f(&o)
+	}
 	o, err := o.withDefaults()
 	require.NoError(t, err)
 	r := newExecutor(o, e.cfg, f.cs)
@@ -276,4 +279,46 @@ func TestFakeTakeoverAfterLeaseExpiry(t *testing.T) {
 	assert.Equal(t, sb.ID(), pods.Items[0].Name, "only the live replica's pod is left")
 	require.NoError(t, b.Close())
 	assert.Empty(t, leaseNames(t, f.cs))
+}
+
+// TestFakeTakeoverKicksReconciler: taking a chat over from a holder that
+// stopped renewing runs the reconciler at once, so the dead replica's
+// other pods go without waiting for the (here hour-long) interval; the
+// Inventory shows each step.
+func TestFakeTakeoverKicksReconciler(t *testing.T) {
+	base, f := newFake(t, Options{StorageClass: "local"})
+	a := f.replica(t, base, "replica-a")
+	b := f.replica(t, base, "replica-b", func(o *Options) { o.ReconcileInterval = time.Hour })
+	defer func() { assert.NoError(t, b.Close()) }()
+	_, err := a.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c"})
+	require.NoError(t, err)
+	_, err = a.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "other"})
+	require.NoError(t, err)
+	inv, err := b.Inventory(t.Context())
+	require.NoError(t, err)
+	require.Len(t, inv.Pods, 2)
+	for _, p := range inv.Pods {
+		assert.Equal(t, "replica-a", p.Instance, p.Name)
+	}
+	assert.ElementsMatch(t, []string{"c", "other"}, []string{inv.Claims[0].Chat, inv.Claims[1].Chat})
+	a.abandon() // kill -9
+
+	sb, err := b.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", LeaseWait: 10 * time.Second})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		inv, err := b.Inventory(t.Context())
+		require.NoError(t, err)
+		return len(inv.Pods) == 1 && inv.Pods[0].Instance == "replica-b"
+	}, 10*time.Second, 50*time.Millisecond, "the dead replica's other pod is still there")
+	require.NoError(t, sb.Close(t.Context()))
+	inv, err = b.Inventory(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, inv.Pods)
+	var held []string
+	for _, l := range inv.Leases {
+		held = append(held, l.Instance)
+	}
+	assert.Equal(t, []string{"replica-b"}, held, "only b's instance lease is left")
+	assert.Equal(t, "replica-b", b.Instance())
+	assert.Len(t, inv.Claims, 2, "the workspaces stay")
 }

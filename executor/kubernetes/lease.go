@@ -149,6 +149,11 @@ func (e *Executor) tryLease(ctx context.Context, name string, annotations map[st
 	if err != nil {
 		return "", e.apiError("take lease "+name, err)
 	}
+	if prev != "" && prev != id {
+		// Its holder stopped renewing: likely a dead instance, whose other
+		// pods the reconciler removes once its instance lease expired too.
+		e.kickReconcile()
+	}
 	return up.ResourceVersion, nil
 }
 

@@ -120,7 +120,8 @@ type Options struct {
 	ClockSkew time.Duration
 	// ReconcileInterval is how often the executor removes the pods and
 	// leases of gateway instances whose instance lease expired (once at New
-	// too); negative turns the reconciler off.
+	// too, and at once after a lease is taken over from a holder that
+	// stopped renewing it); negative turns the reconciler off.
 	ReconcileInterval time.Duration
 }
 

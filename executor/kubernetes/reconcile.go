@@ -32,10 +32,15 @@ func (e *Executor) start(ctx context.Context) error {
 
 func (e *Executor) instanceHash() string { return chatKey("instance", e.o.InstanceID) }
 
-// reconcileLoop runs Reconcile at start and every ReconcileInterval.
+// reconcileLoop runs Reconcile at start, every ReconcileInterval, and
+// when a lease was taken over (kickReconcile): then at once and once more
+// a third of LeaseDuration later, because the dead holder's instance
+// lease, renewed on a tick of its own, may expire up to that much after
+// the chat's.
 func (e *Executor) reconcileLoop(ctx context.Context) {
 	t := time.NewTicker(e.o.ReconcileInterval)
 	defer t.Stop()
+	var again <-chan time.Time
 	for {
 		if n, err := e.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			e.logger.Warn("reconcile failed; retrying at the next interval", "error", err)
@@ -46,7 +51,20 @@ func (e *Executor) reconcileLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-e.kick:
+			again = time.After(e.o.LeaseDuration/3 + 100*time.Millisecond)
+		case <-again:
+			again = nil
 		}
+	}
+}
+
+// kickReconcile asks the reconciler for a pass now (a no-op when one is
+// already asked for or the reconciler is off).
+func (e *Executor) kickReconcile() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -54,9 +54,11 @@ KC
 	# The real CLI in pods, against the scripted model.
 	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
 		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestE2EKubernetes$' ./claude "$@" || status=$?
-	# The example gateway's demo on pods.
+	# The example gateway's demo on pods; two gateway processes sharing
+	# chats, one killed -9; a request on pods beside one on Docker.
 	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
-		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestDemoKubernetes$' ./examples/gateway "$@" || status=$?
+		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^(TestDemoKubernetes|TestReplicasKubernetes)$' \
+		-bench '^BenchmarkRequestBackends$' -benchtime 3x ./examples/gateway "$@" || status=$?
 	t3=$(date +%s)
 else
 	status=1

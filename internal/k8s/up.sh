@@ -311,7 +311,7 @@ provisioner: kubernetes.io/no-provisioner
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Retain
 YAML
-	for i in $(seq -w 1 "${K8S_PVS:-64}"); do
+	for i in $(seq -w 1 "${K8S_PVS:-128}"); do
 		install -d -m 0700 -o "${K8S_PV_UID:-100000}" -g "${K8S_PV_UID:-100000}" "$D/pv/$i"
 		cat <<YAML
 ---

@@ -116,6 +116,20 @@ func (r *Request) LastUserText() string {
 	return ""
 }
 
+// UserPrompt is the text of the last user message that carries text
+// (messages of only tool results are skipped), without the CLI's
+// <system-reminder> blocks: what the user asked in this turn.
+func (r *Request) UserPrompt() string {
+	for i := len(r.Body.Messages) - 1; i >= 0; i-- {
+		if m := r.Body.Messages[i]; m.Role == "user" {
+			if t := strings.TrimSpace(reminder.Strip(m.Content.Text())); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
+}
+
 // NewToolResults returns the tool calls answered by the last message when
 // it is a user message carrying tool_result blocks: what the model is
 // expected to react to now. It is empty at the start of a user turn.
