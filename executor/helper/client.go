@@ -140,6 +140,14 @@ func WaitReady(ctx context.Context, hostDir string) (*Client, error) {
 // WaitReady pings the helper until it answers the hello handshake, retrying
 // while it cannot be reached, until ctx ends.
 func (c *Client) WaitReady(ctx context.Context) error {
+	return c.WaitReadyEvery(ctx, 20*time.Millisecond)
+}
+
+// WaitReadyEvery is WaitReady with retries backing off from 1 ms to at
+// most every apart: backends whose failed attempts cost more than a
+// refused connect (a port forward through the API server, which logs
+// each one) retry less often.
+func (c *Client) WaitReadyEvery(ctx context.Context, every time.Duration) error {
 	backoff := time.Millisecond
 	for {
 		err := c.Ping(ctx)
@@ -157,7 +165,7 @@ func (c *Client) WaitReady(ctx context.Context) error {
 			return fmt.Errorf("helper: not ready at %s: %w (last error: %w)", c.sock, ctx.Err(), err)
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 20*time.Millisecond)
+		backoff = max(min(backoff*2, every), time.Millisecond)
 	}
 }
 

@@ -286,11 +286,22 @@ func TestClusterCloseAndTakeover(t *testing.T) {
 
 	start = time.Now()
 	require.NoError(t, sb2.Close(context.Background()))
-	t.Logf("close (delete and wait until gone): %v", time.Since(start))
-	_, err = e.cs.CoreV1().Pods(e.o.Namespace).Get(t.Context(), sb2.ID(), metav1.GetOptions{})
-	assert.True(t, apierrors.IsNotFound(err))
+	t.Logf("close (deletion begun): %v", time.Since(start))
+	if pod, err := e.cs.CoreV1().Pods(e.o.Namespace).Get(t.Context(), sb2.ID(), metav1.GetOptions{}); err == nil {
+		assert.NotNil(t, pod.DeletionTimestamp, "Close began the pod's deletion")
+	} else {
+		assert.True(t, apierrors.IsNotFound(err), "%v", err)
+	}
 	_, err = sb2.Exec(t.Context(), &executor.Cmd{Args: []string{"true"}})
 	assert.ErrorIs(t, err, executor.ErrNotRunning)
+	// The chat's next pod starts only once the previous one is gone.
+	start = time.Now()
+	sb3, err := e2.Create(t.Context(), spec)
+	require.NoError(t, err)
+	t.Logf("next create on the chat, waiting for the previous pod: %v", time.Since(start))
+	_, err = e.cs.CoreV1().Pods(e.o.Namespace).Get(t.Context(), sb2.ID(), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the previous pod still exists: %v", err)
+	require.NoError(t, sb3.Close(context.Background()))
 	// The crashed instance's lease is what is left; the reconciler removes it.
 	n, err := e2.Reconcile(t.Context())
 	require.NoError(t, err)

@@ -149,6 +149,7 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 }
 
 func (e *Executor) create(ctx context.Context, p plan, name string) (*Sandbox, error) {
+	t0 := time.Now()
 	if err := e.removeChatPods(ctx, p.chat); err != nil {
 		return nil, err
 	}
@@ -164,11 +165,9 @@ func (e *Executor) create(ctx context.Context, p plan, name string) (*Sandbox, e
 	if err != nil {
 		return nil, e.apiError("create pod "+name, err)
 	}
+	t1 := time.Now()
 	sb := newSandbox(e, name, p)
-	err = e.waitRunning(ctx, name)
-	if err == nil {
-		err = e.waitHelper(ctx, sb)
-	}
+	err = e.waitStarted(ctx, sb)
 	if err != nil {
 		// The pod may be half made: remove it on a context the caller
 		// cannot cancel.
@@ -176,7 +175,8 @@ func (e *Executor) create(ctx context.Context, p plan, name string) (*Sandbox, e
 		_ = e.deletePod(context.WithoutCancel(ctx), name)
 		return nil, err
 	}
-	e.logger.Debug("sandbox pod running", "pod", name, "user", p.spec.UserID, "chat", p.spec.ChatID)
+	e.logger.Debug("sandbox pod running", "pod", name, "user", p.spec.UserID, "chat", p.spec.ChatID,
+		"api_calls", t1.Sub(t0), "until_helper", time.Since(t1))
 	return sb, nil
 }
 
@@ -189,6 +189,30 @@ func (e *Executor) ensureClaim(ctx context.Context, p plan) error {
 		return nil
 	}
 	return e.apiError("create workspace claim "+claimName(p.spec.UserID, p.spec.ChatID), err)
+}
+
+// waitStarted returns once the pod's helper answers through the port
+// forward. That is often before the pod's status says its container runs:
+// the kubelet notices a started container on its next relist, up to a
+// second later. The pod's status is still watched, to fail at once on a
+// state the pod will not leave (a bad image, a container that exited).
+func (e *Executor) waitStarted(ctx context.Context, sb *Sandbox) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	running, helper := make(chan error, 1), make(chan error, 1)
+	go func() { running <- e.waitRunning(ctx, sb.name) }()
+	go func() { helper <- e.waitHelper(ctx, sb) }()
+	for {
+		select {
+		case err := <-running:
+			if err != nil {
+				return err
+			}
+			running = nil // the container runs; the helper answers soon
+		case err := <-helper:
+			return err
+		}
+	}
 }
 
 // waitRunning watches the pod until its sandbox container runs, failing
@@ -263,7 +287,9 @@ func (e *Executor) waitHelper(ctx context.Context, sb *Sandbox) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, e.o.ReadyTimeout,
 		fmt.Errorf("the helper of pod %s did not answer on port %d within %v (Options.ReadyTimeout); see kubectl -n %s logs %s: %w", sb.name, HelperPort, e.o.ReadyTimeout, e.o.Namespace, sb.name, executor.ErrTimeout))
 	defer cancel()
-	if err := sb.hc.WaitReady(ctx); err != nil {
+	// Every attempt before the helper listens is a port forward that the
+	// API server and the runtime log as failed: a few per start.
+	if err := sb.hc.WaitReadyEvery(ctx, 100*time.Millisecond); err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			return fmt.Errorf("kubernetes executor: %w (last error: %w)", cause, err)
 		}
@@ -325,7 +351,13 @@ func (e *Executor) removeChatPods(ctx context.Context, chat string) error {
 	}
 	var errs []error
 	for _, pod := range list.Items {
-		e.logger.Warn("removing a pod left on the chat", "pod", pod.Name)
+		if pod.DeletionTimestamp == nil {
+			e.logger.Warn("removing a pod left on the chat", "pod", pod.Name)
+		} else {
+			// The previous request's pod: Close begins its deletion and
+			// returns, the chat's next pod waits here until it is gone.
+			e.logger.Debug("waiting for the chat's previous pod to be gone", "pod", pod.Name)
+		}
 		errs = append(errs, e.deletePod(ctx, pod.Name))
 	}
 	return errors.Join(errs...)
@@ -336,16 +368,10 @@ func (e *Executor) removeChatPods(ctx context.Context, chat string) error {
 func (e *Executor) deletePod(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout+2*e.o.StopGrace)
 	defer cancel()
+	if err := e.beginDelete(ctx, name); err != nil {
+		return err
+	}
 	pods := e.cs.CoreV1().Pods(e.o.Namespace)
-	grace := int64(max(e.o.StopGrace/time.Second, 1))
-	bg := metav1.DeletePropagationBackground
-	err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace, PropagationPolicy: &bg})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return e.apiError("delete pod "+name, err)
-	}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -356,6 +382,46 @@ func (e *Executor) deletePod(ctx context.Context, name string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("kubernetes executor: pod %s still exists after delete; is the kubelet of its node up?: %w", name, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// beginDelete deletes a pod with the stop grace and returns at once: the
+// kubelet stops its container (SIGTERM, then SIGKILL after the grace) and
+// the API server drops it about two seconds later. A pod already gone is
+// not an error.
+func (e *Executor) beginDelete(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	defer cancel()
+	grace := int64(max(e.o.StopGrace/time.Second, 1))
+	bg := metav1.DeletePropagationBackground
+	err := e.cs.CoreV1().Pods(e.o.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace, PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return e.apiError("delete pod "+name, err)
+	}
+	return nil
+}
+
+// waitPodsGone waits until the API server has no pod of this instance,
+// at most CallTimeout and twice the stop grace.
+func (e *Executor) waitPodsGone(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout+2*e.o.StopGrace)
+	defer cancel()
+	sel := metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy + "," + LabelInstance + "=" + e.instanceHash()}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		list, err := e.cs.CoreV1().Pods(e.o.Namespace).List(ctx, sel)
+		if err == nil && len(list.Items) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return e.apiError("list this instance's pods", err)
+			}
+			return fmt.Errorf("kubernetes executor: %d pods of this instance still exist after delete, e.g. %s; is the kubelet of their node up?: %w", len(list.Items), list.Items[0].Name, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -382,14 +448,15 @@ func isConnError(err error) bool {
 	return strings.Contains(s, "connection refused") || strings.Contains(s, "no such host") || strings.Contains(s, "connection reset")
 }
 
-// Close closes the sandboxes still open (deleting their pods), refuses
-// new ones, stops the reconciler and deletes the instance lease.
-// Workspace claims are kept.
+// Close closes the sandboxes still open, refuses new ones, waits until
+// the pods of this instance are gone, stops the reconciler and deletes the
+// instance lease. Workspace claims are kept.
 func (e *Executor) Close() error {
 	if !e.sandboxes.Shut() {
 		return nil
 	}
 	_, err := e.sandboxes.CloseAll(context.Background())
+	err = errors.Join(err, e.waitPodsGone(context.Background()))
 	e.stopBG()
 	e.wg.Wait()
 	if e.instance != nil {

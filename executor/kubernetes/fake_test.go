@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -46,7 +47,19 @@ func newFake(t *testing.T, o Options) (*Executor, *fakeCluster) {
 		return false, nil, nil
 	})
 	e := newExecutor(o, &rest.Config{Host: "https://fake"}, f.cs)
-	e.helperDial = localHelper(t)
+	dial := localHelper(t)
+	// As through a real port forward, the helper answers only once its
+	// container runs.
+	e.helperDial = func(ctx context.Context, pod string) (net.Conn, error) {
+		p, err := f.cs.CoreV1().Pods(o.Namespace).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if started, err := podStarted(p); !started || err != nil {
+			return nil, fmt.Errorf("pod %s: failed to connect to localhost:%d: connection refused", pod, HelperPort)
+		}
+		return dial(ctx, pod)
+	}
 	return e, f
 }
 

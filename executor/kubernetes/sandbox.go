@@ -85,8 +85,10 @@ func (s *Sandbox) Workdir() string { return executor.ContainerWorkdir }
 // HostDir is "": a pod shares no directory with the gateway.
 func (s *Sandbox) HostDir() string { return "" }
 
-// Close deletes the pod, waits until it is gone and releases the chat's
-// lease. The workspace claim stays.
+// Close begins the pod's deletion (its container stopped with the stop
+// grace) and releases the chat's lease without waiting for the pod to be
+// gone: the chat's next Create waits for that, on whichever replica, and
+// Executor.Close waits for all of its pods. The workspace claim stays.
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -94,7 +96,10 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		s.mu.Unlock()
 		_ = s.hc.Close()
 		s.closePF()
-		s.closeErr = s.e.deletePod(context.WithoutCancel(ctx), s.name)
+		// Not waiting for the pod to be gone (about two seconds after
+		// the container stopped): the chat's next Create waits for it, on
+		// any replica, so a workspace never has two pods.
+		s.closeErr = s.e.beginDelete(context.WithoutCancel(ctx), s.name)
 		s.e.sandboxes.Forget(s.name)
 		if s.release != nil {
 			s.release(ctx)
