@@ -109,7 +109,7 @@ func TestEgressCredentialInsideCONNECT(t *testing.T) {
 	proxy, err := egress.New(egress.Options{
 		Policy:      pol,
 		CA:          ca,
-		Resolver:    hostsResolver{"registry.test": "127.0.0.1", "opaque.test": "127.0.0.1"},
+		Resolver:    testenv.Hosts{"registry.test": "127.0.0.1", "opaque.test": "127.0.0.1"},
 		Secret:      func(name string) (string, bool) { return token, name == "REG_TOKEN" },
 		Logger:      hclog.New(&hclog.LoggerOptions{Output: logs, JSONFormat: true}),
 		UpstreamTLS: &tls.Config{RootCAs: pool, ServerName: "example.com"}, // httptest's certificate names example.com

@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -73,17 +72,6 @@ func TestEgressPlan(t *testing.T) {
 	assert.ErrorIs(t, err, executor.ErrInvalid)
 }
 
-// hostsResolver maps test names to loopback; every other name fails, so
-// nothing is ever resolved or sent beyond this host.
-type hostsResolver map[string]string
-
-func (h hostsResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := h[host]; ok {
-		return []netip.Addr{netip.MustParseAddr(a)}, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
-
 // TestEgressEndToEnd: the agent's wget in a network-none container reaches
 // a loopback server on the host through the helper's relay and the egress
 // proxy, by a name only the proxy resolves; the proxy adds a credential the
@@ -118,7 +106,7 @@ func TestEgressEndToEnd(t *testing.T) {
 	logs := &testenv.SyncBuffer{}
 	proxy, err := egress.New(egress.Options{
 		Policy:   pol,
-		Resolver: hostsResolver{"pkgs.test": "127.0.0.1", "tls.test": "127.0.0.1", "rebind.test": "127.0.0.1", "localhost": "127.0.0.1"},
+		Resolver: testenv.Hosts{"pkgs.test": "127.0.0.1", "tls.test": "127.0.0.1", "rebind.test": "127.0.0.1", "localhost": "127.0.0.1"},
 		Secret: func(name string) (string, bool) {
 			return token, name == "PKG_TOKEN"
 		},

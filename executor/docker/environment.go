@@ -159,7 +159,7 @@ func (e *Executor) captureEnvironment(ctx context.Context, p plan, imageID strin
 	env.Image, env.ImageID = p.image, imageID
 	env.Mode = "Docker container (" + runtimeName(runtime) + ")"
 	env.Limits = fmt.Sprintf("memory %s (no swap), %g CPUs, %d processes, workspace %s and %d files",
-		formatBytes(p.spec.MemoryBytes), p.spec.CPUs, p.spec.PidsLimit, formatBytes(p.disk), p.inodes)
+		executor.FormatBytes(p.spec.MemoryBytes), p.spec.CPUs, p.spec.PidsLimit, executor.FormatBytes(p.disk), p.inodes)
 	env.Network = networkName(p.spec)
 	return env, nil
 }

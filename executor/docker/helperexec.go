@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/agentbox/agentbox/executor"
@@ -93,18 +92,9 @@ func checkEgress(spec executor.Spec, o Options) error {
 	return nil
 }
 
-// egressEnv is the proxy environment of a sandbox with egress: the
-// variables curl, wget, git, npm and pip read, in both cases, with the
-// loopback model relay exempted.
-func (p plan) egressEnv(o Options) []string {
-	port := p.egressPort(o)
-	if port == 0 {
-		return nil
-	}
-	u := "http://127.0.0.1:" + strconv.Itoa(port)
-	const noProxy = "localhost,127.0.0.1,::1"
-	return []string{"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u, "NO_PROXY=" + noProxy, "no_proxy=" + noProxy}
-}
+// egressEnv is the proxy environment of a sandbox with egress
+// (helper.ProxyEnv), nil without.
+func (p plan) egressEnv(o Options) []string { return helper.ProxyEnv(p.egressPort(o)) }
 
 // waitHelper waits for the helper's hello on the host dir's exec socket,
 // giving up early when the container stops (e.g. the image has no helper).

@@ -109,32 +109,9 @@ func checkFreeSpace(dataDir string, floor int64) error {
 	free := int64(st.Bavail) * st.Bsize //nolint:gosec // block counts fit int64
 	if free < floor {
 		return fmt.Errorf("the data directory %s has %s free, under the floor of %s; free disk space there or lower Options.MinFreeBytes: %w",
-			dataDir, formatBytes(free), formatBytes(floor), executor.ErrNoSpace)
+			dataDir, executor.FormatBytes(free), executor.FormatBytes(floor), executor.ErrNoSpace)
 	}
 	return nil
-}
-
-// quotaError is the error of a workspace over its quota.
-func quotaError(what string, used, limit int64) error {
-	if what == "inodes" {
-		return fmt.Errorf("the workspace passed its quota of %d files and directories (it has at least %d); delete files or raise sandbox.max_inodes: %w", limit, used, executor.ErrNoSpace)
-	}
-	return fmt.Errorf("the workspace passed its disk quota of %s (it uses at least %s); free space or raise sandbox.max_disk: %w", formatBytes(limit), formatBytes(used), executor.ErrNoSpace)
-}
-
-// formatBytes renders n in the largest binary unit that divides it
-// to one decimal ("2.0 GiB").
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
 // watchdogQuota measures the workspace periodically.
@@ -150,7 +127,7 @@ func (w *watchdogQuota) drop(string, string) error { return nil }
 func (w *watchdogQuota) beforePrepare(string, string) error { return nil }
 
 func (w *watchdogQuota) attach(_ context.Context, p plan, wsDir string, over func(error)) (quotaHandle, error) {
-	if err := checkUsage(wsDir, p.disk, p.inodes); err != nil {
+	if err := executor.CheckQuota(wsDir, p.disk, p.inodes); err != nil {
 		return nil, err
 	}
 	h := &watchdogHandle{stop: make(chan struct{})}
@@ -165,7 +142,7 @@ func (w *watchdogQuota) attach(_ context.Context, p plan, wsDir string, over fun
 				return
 			case <-t.C:
 			}
-			err := checkUsage(wsDir, p.disk, p.inodes)
+			err := executor.CheckQuota(wsDir, p.disk, p.inodes)
 			if err == nil {
 				continue
 			}
@@ -182,66 +159,6 @@ func (w *watchdogQuota) attach(_ context.Context, p plan, wsDir string, over fun
 		}
 	}()
 	return h, nil
-}
-
-// checkUsage measures wsDir and returns a quota error when it is over.
-func checkUsage(wsDir string, disk, inodes int64) error {
-	b, n, err := measure(wsDir, disk, inodes)
-	switch {
-	case n > inodes:
-		return quotaError("inodes", n, inodes)
-	case b > disk:
-		return quotaError("bytes", b, disk)
-	}
-	return err
-}
-
-// measure sums the allocated bytes and counts the entries under dir
-// without following symlinks (through os.Root). It stops as soon as either
-// passes its limit, so a flood costs at most limit+1 lstat calls.
-func measure(dir string, maxBytes, maxInodes int64) (bytes, inodes int64, err error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer func() { _ = root.Close() }()
-	stack := []string{"."}
-	for len(stack) > 0 {
-		d := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		f, err := root.Open(d)
-		if err != nil {
-			continue // removed meanwhile, or replaced by a symlink
-		}
-		for {
-			ents, rerr := f.ReadDir(256)
-			for _, ent := range ents {
-				name := filepath.Join(d, ent.Name())
-				fi, err := root.Lstat(name)
-				if err != nil {
-					continue
-				}
-				inodes++
-				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-					bytes += st.Blocks * 512
-				} else {
-					bytes += fi.Size()
-				}
-				if inodes > maxInodes || bytes > maxBytes {
-					_ = f.Close()
-					return bytes, inodes, nil
-				}
-				if fi.IsDir() {
-					stack = append(stack, name)
-				}
-			}
-			if rerr != nil || len(ents) == 0 {
-				break
-			}
-		}
-		_ = f.Close()
-	}
-	return bytes, inodes, nil
 }
 
 type watchdogHandle struct {
@@ -278,7 +195,7 @@ func quotaLimits(spec executor.Spec) (disk, inodes int64, err error) {
 		inodes = max(min(executor.DefaultInodes, disk/8192), MinInodes)
 	}
 	if disk < MinDiskBytes {
-		return 0, 0, fmt.Errorf("spec: DiskBytes %d is below the minimum of %s (negative is not unlimited): %w", spec.DiskBytes, formatBytes(MinDiskBytes), executor.ErrInvalid)
+		return 0, 0, fmt.Errorf("spec: DiskBytes %d is below the minimum of %s (negative is not unlimited): %w", spec.DiskBytes, executor.FormatBytes(MinDiskBytes), executor.ErrInvalid)
 	}
 	if inodes < MinInodes {
 		return 0, 0, fmt.Errorf("spec: Inodes %d is below the minimum of %d (negative is not unlimited): %w", spec.Inodes, MinInodes, executor.ErrInvalid)

@@ -137,6 +137,19 @@ func WaitReady(ctx context.Context, hostDir string) (*Client, error) {
 	return c, nil
 }
 
+// ProxyEnv is the environment that sends a sandbox's HTTP(S) traffic to
+// the helper's egress relay on port (ServeOptions.EgressPort): the
+// variables curl, wget, git, npm and pip read, in both cases, with
+// loopback (the model relay) exempted. It is nil when port is 0.
+func ProxyEnv(port int) []string {
+	if port <= 0 {
+		return nil
+	}
+	u := "http://127.0.0.1:" + strconv.Itoa(port)
+	const noProxy = "localhost,127.0.0.1,::1"
+	return []string{"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u, "NO_PROXY=" + noProxy, "no_proxy=" + noProxy}
+}
+
 // WaitReady pings the helper until it answers the hello handshake, retrying
 // while it cannot be reached, until ctx ends.
 func (c *Client) WaitReady(ctx context.Context) error {

@@ -44,6 +44,9 @@ const (
 	// fsToken writes Dir/token, the per-request token `agentbox-helper mcp`
 	// presents, for a host that cannot write the helper's directory.
 	fsToken = "token"
+	// fsQuota measures the workspace against a disk and inode quota
+	// (executor.CheckQuota) for a host that cannot walk it itself.
+	fsQuota = "quota"
 )
 
 // Failure kinds of fsStatus.Error, mapped to the executor's sentinels.
@@ -62,6 +65,9 @@ type fsRequest struct {
 	Op    string          `json:"op"`
 	Name  string          `json:"name"`
 	Edits []executor.Edit `json:"edits,omitempty"`
+	// DiskBytes and Inodes are fsQuota's limits.
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
+	Inodes    int64 `json:"inodes,omitempty"`
 }
 
 // fsStatus ends a file operation.
@@ -135,6 +141,12 @@ func (s *Server) serveFS(c net.Conn, fr *frameReader, p []byte) {
 		var res executor.EditResult
 		if res, err = ws.EditFile(ctx, req.Name, req.Edits); err == nil {
 			out, err = json.Marshal(res)
+		}
+	case fsQuota:
+		if req.DiskBytes <= 0 || req.Inodes <= 0 {
+			err = fmt.Errorf("a quota needs disk_bytes and inodes above 0: %w", executor.ErrInvalid)
+		} else {
+			err = executor.CheckQuota(s.opts.Workdir, req.DiskBytes, req.Inodes)
 		}
 	default:
 		err = fmt.Errorf("unknown file operation %q: %w", req.Op, executor.ErrInvalid)
@@ -318,6 +330,14 @@ func (c *Client) EditFile(ctx context.Context, name string, edits []executor.Edi
 		return res, fmt.Errorf("helper: edit %s: malformed answer: %w", name, err)
 	}
 	return res, nil
+}
+
+// CheckQuota measures the helper's workspace (executor.CheckQuota): an
+// error wrapping executor.ErrNoSpace says it holds more than disk bytes or
+// inodes entries.
+func (c *Client) CheckQuota(ctx context.Context, disk, inodes int64) error {
+	_, err := c.fileOp(ctx, fsRequest{Op: fsQuota, DiskBytes: disk, Inodes: inodes}, nil)
+	return err
 }
 
 // fileOp runs one file operation: the request, upload's bytes when it is

@@ -189,3 +189,24 @@ func TestWriteTokenThroughTheHelper(t *testing.T) {
 		assert.ErrorIs(t, c.WriteToken(ctx, bad), executor.ErrInvalid, "%q", bad)
 	}
 }
+
+// TestCheckQuotaThroughTheHelper: the helper measures its workspace
+// against the host's limits, without following a link out of it, and
+// refuses a request without limits.
+func TestCheckQuotaThroughTheHelper(t *testing.T) {
+	c, dir := startPort(t, ServerOptions{})
+	ctx := context.Background()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big"), bytes.Repeat([]byte("x"), 2<<20), 0o644))
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "huge"), bytes.Repeat([]byte("x"), 8<<20), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "out")))
+
+	require.NoError(t, c.CheckQuota(ctx, 4<<20, 100), "2 MiB and two entries are within 4 MiB and 100")
+	err := c.CheckQuota(ctx, 1<<20, 100)
+	require.ErrorIs(t, err, executor.ErrNoSpace)
+	assert.Contains(t, err.Error(), "disk quota of 1.0 MiB")
+	err = c.CheckQuota(ctx, 4<<20, 1)
+	require.ErrorIs(t, err, executor.ErrNoSpace)
+	assert.Contains(t, err.Error(), "sandbox.max_inodes")
+	assert.ErrorIs(t, c.CheckQuota(ctx, 0, 100), executor.ErrInvalid)
+}

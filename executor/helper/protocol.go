@@ -38,8 +38,8 @@ const (
 
 // ProtocolVersion is exchanged in the hello frames; a host refuses a helper
 // that speaks another version. Version 2 added the file service (frameFS)
-// and the exec port.
-const ProtocolVersion = 2
+// and the exec port, version 3 the quota measurement (CheckQuota).
+const ProtocolVersion = 3
 
 // MaxFrame caps the payload of one exec-protocol frame. Output travels in
 // frames of at most chunkSize bytes; a peer announcing more than MaxFrame is

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/egress"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/executor/helper"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -580,4 +582,95 @@ func TestClusterModelRelay(t *testing.T) {
 	}
 	slices.Sort(d)
 	t.Logf("wget through the model relay, exec included: median %v max %v", d[len(d)/2], d[len(d)-1])
+}
+
+// TestClusterEgressRelay: a pod created with Spec.Egress sends its HTTP
+// traffic (busybox wget reads http_proxy) to the helper's egress relay,
+// which hands it over the port forward to the gateway's egress proxy
+// (executor/egress with the assistant's allowlist): an allowed name
+// reaches a server on the gateway's loopback, another is refused with
+// 403, and without the proxy the pod reaches nothing.
+func TestClusterEgressRelay(t *testing.T) {
+	e := clusterExecutor(t, Options{})
+	const token = "egress-credential-4d1c"
+	var auth []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		_, _ = fmt.Fprintf(w, "package %s from the gateway's side", r.URL.Path)
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	pol, err := egress.NewPolicy(egress.Rule{Host: "pkgs.test", Port: port, Private: true, Credential: &egress.Credential{Env: "PKG_TOKEN", Prefix: "Bearer "}})
+	require.NoError(t, err)
+	proxy, err := egress.New(egress.Options{Policy: pol, Resolver: testenv.Hosts{"pkgs.test": "127.0.0.1", "other.test": "127.0.0.1"},
+		Secret: func(name string) (string, bool) { return token, name == "PKG_TOKEN" }})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, proxy.Close()) }()
+
+	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u1", ChatID: "egress", Egress: true})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, sb.Close(context.Background())) }()
+	ks := sb.(*Sandbox)
+	require.Equal(t, fmt.Sprintf("http://127.0.0.1:%d", DefaultEgressPort), ks.EgressProxyURL())
+	ln, err := ks.ListenHost(t.Context(), helper.EgressSocket)
+	require.NoError(t, err)
+	go func() { _ = proxy.Serve(ln) }()
+
+	out, res := run(t, sb, "wget", "-qO-", fmt.Sprintf("http://pkgs.test:%d/p.tgz", port))
+	require.Equal(t, 0, res.ExitCode, "an allowed name through the relay")
+	assert.Equal(t, "package /p.tgz from the gateway's side", out)
+	mu.Lock()
+	assert.Equal(t, []string{"Bearer " + token}, auth, "the proxy added the credential")
+	mu.Unlock()
+	env, _ := run(t, sb, "sh", "-c", "env; cat /proc/1/environ 2>/dev/null")
+	assert.NotContains(t, env, token, "the credential is in the pod")
+	assert.Contains(t, env, "HTTPS_PROXY=http://127.0.0.1:")
+	var errb bytes.Buffer
+	res, err = sb.Exec(t.Context(), &executor.Cmd{Args: []string{"wget", "-qO-", fmt.Sprintf("http://other.test:%d/", port)}, Stderr: &errb})
+	require.NoError(t, err)
+	assert.NotEqual(t, 0, res.ExitCode, "a name outside the allowlist")
+	assert.Contains(t, errb.String(), "403")
+	errb.Reset()
+	res, err = sb.Exec(t.Context(), &executor.Cmd{Args: []string{"sh", "-c", fmt.Sprintf("http_proxy= wget -T 5 -qO- http://127.0.0.1:%d/", port)}, Stderr: &errb})
+	require.NoError(t, err)
+	assert.NotEqual(t, 0, res.ExitCode, "without the proxy the pod reached the gateway's loopback: %s", errb.String())
+}
+
+// TestClusterWorkspaceQuota: the test cluster's hostPath volumes enforce
+// no size, so the watchdog does: a command that writes past the chat's
+// disk quota, or floods it with files past its inode quota, gets the pod
+// stopped within a few intervals and later commands fail with
+// executor.ErrNoSpace.
+func TestClusterWorkspaceQuota(t *testing.T) {
+	sc := os.Getenv("AGENTBOX_K8S_STORAGECLASS")
+	if sc == "" {
+		sc = "agentbox-local"
+	}
+	e := clusterExecutor(t, Options{StorageClass: sc, QuotaInterval: 500 * time.Millisecond})
+	for name, c := range map[string]struct {
+		spec executor.Spec
+		fill string
+		says string
+	}{
+		"disk":   {executor.Spec{DiskBytes: 16 << 20}, "dd if=/dev/zero of=big bs=1M count=64 2>/dev/null; sleep 30", "sandbox.max_disk"},
+		"inodes": {executor.Spec{DiskBytes: 1 << 30, Inodes: 1000}, "mkdir d && cd d && i=0; while [ $i -lt 5000 ]; do : > f$i; i=$((i+1)); done; sleep 30", "sandbox.max_inodes"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec := c.spec
+			spec.UserID, spec.ChatID = "u1", "quota-"+name
+			sb, err := e.Create(t.Context(), spec)
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, sb.Close(context.Background())) }()
+			start := time.Now()
+			_, err = sb.Exec(t.Context(), &executor.Cmd{Args: []string{"sh", "-c", c.fill}})
+			require.ErrorIs(t, err, executor.ErrNoSpace, "the command that filled the workspace")
+			t.Logf("%s: stopped %v after the fill began", name, time.Since(start).Round(time.Millisecond))
+			assert.ErrorContains(t, err, c.says)
+			_, err = sb.Exec(t.Context(), &executor.Cmd{Args: []string{"true"}})
+			assert.ErrorIs(t, err, executor.ErrNoSpace, "a later command")
+		})
+	}
 }

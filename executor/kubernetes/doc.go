@@ -32,7 +32,11 @@
 // Workspaces: with Options.StorageClass set, each chat has a
 // PersistentVolumeClaim (ReadWriteOnce, Spec.DiskBytes) that Create makes
 // on first use and keeps; without it the workspace is an emptyDir that
-// ends with the pod, for tests and throwaway chats.
+// ends with the pod, for tests and throwaway chats. Since a claim's size
+// is only a request to many provisioners (hostPath, local-path), the
+// pod's helper measures the workspace every Options.QuotaInterval against
+// Spec.DiskBytes and Spec.Inodes, and a pod over either is stopped: its
+// commands fail with executor.ErrNoSpace.
 //
 // It is the only package of the module that imports client-go.
 //
@@ -58,8 +62,11 @@
 // "kubernetes" (examples/gateway -executor kubernetes); the account's RBAC
 // is examples/kubernetes/rbac.yaml.
 //
-// Not yet: the egress relay (EgressProxyURL; assistants with
-// sandbox.egress fail on pods with a clear error).
+// Egress (assistants with sandbox.egress) travels the same way: a Spec
+// with Egress gets the helper's relay on Options.EgressPort as the pod's
+// HTTP(S)_PROXY (Sandbox.EgressProxyURL), and the gateway's egress proxy
+// (executor/egress, which applies the assistant's policy) accepts on
+// ListenHost(helper.EgressSocket). The pod itself still has no network.
 //
 // Concurrency: an Executor is safe for concurrent use; one chat runs one
 // request at a time across the replicas (Create waits Spec.LeaseWait, then

@@ -53,11 +53,18 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *executor.Cmd) (executor.ExecRes
 			return res, err
 		}
 	}
+	if qerr := s.overQuota(); qerr != nil {
+		return res, fmt.Errorf("kubernetes executor: exec: %w", qerr)
+	}
 	if s.isClosed() {
 		return res, fmt.Errorf("kubernetes executor: exec: sandbox closed: %w", executor.ErrNotRunning)
 	}
 	res, err := s.hc.Exec(ctx, cmd)
 	res.Path = PathHelper
+	if qerr := s.overQuota(); qerr != nil {
+		// The watchdog stopped the pod under the command.
+		return res, fmt.Errorf("kubernetes executor: exec: %w", qerr)
+	}
 	if err != nil && errors.Is(err, executor.ErrNotRunning) && !errors.Is(err, executor.ErrSandboxGone) && ctx.Err() == nil {
 		// The helper's connection broke: say whether the pod is gone.
 		prog := ""

@@ -168,6 +168,9 @@ func (e *Executor) create(ctx context.Context, p plan, name string) (*Sandbox, e
 	t1 := time.Now()
 	sb := newSandbox(e, name, p)
 	err = e.waitStarted(ctx, sb)
+	if err == nil {
+		err = sb.startQuota(ctx)
+	}
 	if err != nil {
 		// The pod may be half made: remove it on a context the caller
 		// cannot cancel.

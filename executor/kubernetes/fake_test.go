@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -334,4 +335,38 @@ func TestFakeTakeoverKicksReconciler(t *testing.T) {
 	assert.Equal(t, []string{"replica-b"}, held, "only b's instance lease is left")
 	assert.Equal(t, "replica-b", b.Instance())
 	assert.Len(t, inv.Claims, 2, "the workspaces stay")
+}
+
+// TestFakeQuotaWatchdog: a workspace past its disk quota gets its pod
+// stopped by the watchdog (the helper measures it), and the sandbox's
+// commands then fail with executor.ErrNoSpace, saying what to raise; a
+// Create over quota does not start; negative Spec quotas are refused.
+func TestFakeQuotaWatchdog(t *testing.T) {
+	e, f := newFake(t, Options{QuotaInterval: 20 * time.Millisecond})
+	defer func() { assert.NoError(t, e.Close()) }()
+	_, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: -1})
+	require.ErrorIs(t, err, executor.ErrInvalid)
+
+	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: 1 << 20})
+	require.NoError(t, err)
+	res, err := sb.Exec(t.Context(), &executor.Cmd{Args: []string{"sh", "-c", "head -c 3000000 /dev/zero > big"}})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode)
+	require.Eventually(t, func() bool {
+		_, err := sb.Exec(t.Context(), &executor.Cmd{Args: []string{"true"}})
+		return errors.Is(err, executor.ErrNoSpace)
+	}, 10*time.Second, 20*time.Millisecond, "the watchdog did not stop the sandbox")
+	_, err = sb.Exec(t.Context(), &executor.Cmd{Args: []string{"true"}})
+	assert.ErrorContains(t, err, "sandbox.max_disk")
+	pods, err := f.cs.CoreV1().Pods("ns").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, pods.Items, "the pod over quota was deleted")
+	require.NoError(t, sb.Close(context.Background()))
+
+	// The workspace (the fake's helper keeps it) is still over quota.
+	_, err = e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: 1 << 20})
+	require.ErrorIs(t, err, executor.ErrNoSpace)
+	sb, err = e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: 16 << 20})
+	require.NoError(t, err, "a larger quota lets the chat start again")
+	require.NoError(t, sb.Close(context.Background()))
 }

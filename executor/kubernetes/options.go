@@ -54,6 +54,11 @@ const (
 	// DefaultModelPort is the loopback port in the pod where the helper
 	// relays the agent's model traffic back to the gateway.
 	DefaultModelPort = 7000
+	// DefaultEgressPort is the loopback port in the pod where the helper
+	// relays a sandbox's egress (Spec.Egress) back to the gateway.
+	DefaultEgressPort = 7001
+	// DefaultQuotaInterval is how often a workspace is measured.
+	DefaultQuotaInterval = 2 * time.Second
 )
 
 // Options configures an Executor. Namespace and Image have defaults; a
@@ -111,6 +116,21 @@ type Options struct {
 	// through the port forward (Sandbox.ListenHost, ModelBaseURL);
 	// DefaultModelPort when 0, negative turns the relay off.
 	ModelPort int
+	// QuotaInterval is how often the pod's helper measures the workspace
+	// against the Spec's DiskBytes and Inodes; over either, the pod is
+	// stopped and its commands fail with executor.ErrNoSpace (a fast writer
+	// overshoots by what it writes in one interval). 0 means
+	// DefaultQuotaInterval; negative turns the watchdog off, for storage
+	// classes that enforce the claim's size themselves (hostPath and
+	// local-path volumes do not, nor does the kubelet between its eviction
+	// sweeps of an emptyDir).
+	QuotaInterval time.Duration
+	// EgressPort is the loopback port in the pod where the helper relays
+	// the egress of a sandbox created with Spec.Egress (its HTTP_PROXY) to
+	// the gateway's egress proxy over parked connections, as ModelPort;
+	// DefaultEgressPort when 0, negative turns egress off (a Spec asking
+	// for it is refused).
+	EgressPort int
 	// LeaseDuration is how long a chat's Lease object protects the replica
 	// holding it after its last renewal (renewed every third of it), and
 	// the same for the executor's instance lease; at least 1 s.
@@ -178,6 +198,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ModelPort > 65535 || o.ModelPort == HelperPort {
 		return o, fmt.Errorf("kubernetes executor: Options.ModelPort %d; use a free port below 65536 other than %d: %w", o.ModelPort, HelperPort, executor.ErrInvalid)
+	}
+	if o.QuotaInterval == 0 {
+		o.QuotaInterval = DefaultQuotaInterval
+	}
+	if o.EgressPort == 0 {
+		o.EgressPort = DefaultEgressPort
+	}
+	if o.EgressPort > 65535 || o.EgressPort == HelperPort || (o.EgressPort > 0 && o.EgressPort == o.ModelPort) {
+		return o, fmt.Errorf("kubernetes executor: Options.EgressPort %d; use a free port below 65536 apart from ModelPort and %d: %w", o.EgressPort, HelperPort, executor.ErrInvalid)
 	}
 	setDuration(&o.LeaseDuration, DefaultLeaseDuration)
 	if o.LeaseDuration < time.Second {

@@ -54,6 +54,7 @@ type plan struct {
 	memory   int64
 	cpus     float64
 	disk     int64
+	inodes   int64
 	timeout  time.Duration
 	deadline time.Time
 	chat     string // chatKey
@@ -66,7 +67,10 @@ func (e *Executor) plan(spec executor.Spec, now time.Time) (plan, error) {
 	if err := executor.ValidateID("chat id", spec.ChatID); err != nil {
 		return plan{}, fmt.Errorf("kubernetes executor: %w", err)
 	}
-	p := plan{spec: spec, image: spec.Image, memory: spec.MemoryBytes, cpus: spec.CPUs, disk: spec.DiskBytes, timeout: spec.Timeout}
+	p := plan{spec: spec, image: spec.Image, memory: spec.MemoryBytes, cpus: spec.CPUs, disk: spec.DiskBytes, inodes: spec.Inodes, timeout: spec.Timeout}
+	if spec.DiskBytes < 0 || spec.Inodes < 0 {
+		return plan{}, fmt.Errorf("kubernetes executor: Spec.DiskBytes %d, Inodes %d: negative is not unlimited; 0 takes the defaults: %w", spec.DiskBytes, spec.Inodes, executor.ErrInvalid)
+	}
 	if p.image == "" {
 		p.image = e.o.Image
 	}
@@ -75,6 +79,9 @@ func (e *Executor) plan(spec executor.Spec, now time.Time) (plan, error) {
 	}
 	if spec.Network != "" && spec.Network != "none" {
 		return plan{}, fmt.Errorf("kubernetes executor: Spec.Network %q: pods get no network here; use a RuntimeClass (Options.RuntimeClassName) and the model relay instead: %w", spec.Network, executor.ErrInvalid)
+	}
+	if spec.Egress && e.o.EgressPort <= 0 {
+		return plan{}, fmt.Errorf("kubernetes executor: Spec.Egress is asked for but Options.EgressPort turns the relay off; leave it 0 for the default: %w", executor.ErrInvalid)
 	}
 	if spec.Runtime != "" {
 		return plan{}, fmt.Errorf("kubernetes executor: Spec.Runtime %q: select runtimes with Options.RuntimeClassName: %w", spec.Runtime, executor.ErrInvalid)
@@ -96,12 +103,24 @@ func (e *Executor) plan(spec executor.Spec, now time.Time) (plan, error) {
 	if p.disk <= 0 {
 		p.disk = DefaultDiskBytes
 	}
+	if p.inodes <= 0 {
+		// One per 8 KiB on small disks, as executor/docker.
+		p.inodes = max(min(executor.DefaultInodes, p.disk/8192), 1000)
+	}
 	if p.timeout <= 0 {
 		p.timeout = DefaultSandboxTimeout
 	}
 	p.deadline = now.Add(p.timeout)
 	p.chat = chatKey(spec.UserID, spec.ChatID)
 	return p, nil
+}
+
+// egressPort is the helper's egress relay port for p, 0 without egress.
+func (p plan) egressPort(o Options) int {
+	if !p.spec.Egress {
+		return 0
+	}
+	return max(o.EgressPort, 0)
 }
 
 // pod builds the sandbox pod: the helper as main process, the container
@@ -115,7 +134,7 @@ func (e *Executor) pod(p plan, name string) *corev1.Pod {
 	tmpfs := resource.NewQuantity(o.TmpfsBytes, resource.BinarySI)
 	small := resource.NewQuantity(1<<20, resource.BinarySI)
 	env := []corev1.EnvVar{{Name: "HOME", Value: o.Home}}
-	for _, kv := range p.spec.Env {
+	for _, kv := range append(p.spec.Env, helper.ProxyEnv(p.egressPort(o))...) {
 		k, v, _ := strings.Cut(kv, "=")
 		env = append(env, corev1.EnvVar{Name: k, Value: v})
 	}
@@ -164,13 +183,14 @@ func (e *Executor) pod(p plan, name string) *corev1.Pod {
 				Image:           p.image,
 				ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
 				Command: helper.ServeArgs(o.HelperPath, helper.ServeOptions{
-					Dir:       helper.ContainerDir,
-					Workdir:   executor.ContainerWorkdir,
-					Deadline:  p.deadline,
-					KillGrace: o.StopGrace,
-					ExecPort:  HelperPort,
-					ModelPort: max(o.ModelPort, 0),
-					Reverse:   true,
+					Dir:        helper.ContainerDir,
+					Workdir:    executor.ContainerWorkdir,
+					Deadline:   p.deadline,
+					KillGrace:  o.StopGrace,
+					ExecPort:   HelperPort,
+					ModelPort:  max(o.ModelPort, 0),
+					EgressPort: p.egressPort(o),
+					Reverse:    true,
 				}),
 				WorkingDir: executor.ContainerWorkdir,
 				Env:        env,

@@ -20,10 +20,16 @@ type Sandbox struct {
 	pf      portForward
 	hc      *helper.Client // the pod's helper, over pf
 
+	// quotaStop and quotaDone stop and await the quota watchdog (nil
+	// without one); quotaErr, under mu, is why it stopped the pod.
+	quotaStop context.CancelFunc
+	quotaDone chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
 	mu        sync.Mutex
 	closed    bool
+	quotaErr  error
 }
 
 var (
@@ -76,6 +82,18 @@ func (s *Sandbox) ModelBaseURL() string {
 	return "http://127.0.0.1:" + strconv.Itoa(s.e.o.ModelPort)
 }
 
+// EgressProxyURL is the agent's HTTP_PROXY inside the pod (the helper's
+// relay back to the gateway's egress proxy, ListenHost of
+// helper.EgressSocket), or "" when the sandbox was not created with
+// Spec.Egress.
+func (s *Sandbox) EgressProxyURL() string {
+	port := s.plan.egressPort(s.e.o)
+	if port == 0 {
+		return ""
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(port)
+}
+
 // ID is the pod's name.
 func (s *Sandbox) ID() string { return s.name }
 
@@ -94,6 +112,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
+		s.stopQuota()
 		_ = s.hc.Close()
 		s.closePF()
 		// Not waiting for the pod to be gone (about two seconds after

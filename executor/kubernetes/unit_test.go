@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,40 @@ func TestPodSpecBaseline(t *testing.T) {
 	assert.Equal(t, p.chat, pod.Labels[LabelChat])
 }
 
+// TestPodEgress: a Spec with Egress gets the helper's egress relay and the
+// proxy environment pointing at it; without, neither; with the relay
+// turned off, the Spec is refused.
+func TestPodEgress(t *testing.T) {
+	e := unitExecutor(t, Options{Image: "img:1"})
+	spec := executor.Spec{UserID: "u", ChatID: "c", Egress: true}
+	p, err := e.plan(spec, time.Now())
+	require.NoError(t, err)
+	c := e.pod(p, "abx-x").Spec.Containers[0]
+	proxy := fmt.Sprintf("http://127.0.0.1:%d", DefaultEgressPort)
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		assert.Contains(t, c.Env, corev1.EnvVar{Name: k, Value: proxy})
+	}
+	assert.Contains(t, c.Env, corev1.EnvVar{Name: "NO_PROXY", Value: "localhost,127.0.0.1,::1"}, "the model relay on loopback is not proxied")
+	assert.Contains(t, strings.Join(c.Command, " "), fmt.Sprintf("--egress-port %d", DefaultEgressPort))
+	assert.Equal(t, proxy, newSandbox(e, "abx-x", p).EgressProxyURL())
+
+	spec.Egress = false
+	p, err = e.plan(spec, time.Now())
+	require.NoError(t, err)
+	c = e.pod(p, "abx-x").Spec.Containers[0]
+	for _, v := range c.Env {
+		assert.NotContains(t, v.Name, "PROXY")
+	}
+	assert.NotContains(t, strings.Join(c.Command, " "), "--egress-port")
+	assert.Empty(t, newSandbox(e, "abx-x", p).EgressProxyURL())
+
+	off := unitExecutor(t, Options{Image: "img:1", EgressPort: -1})
+	spec.Egress = true
+	_, err = off.plan(spec, time.Now())
+	assert.ErrorIs(t, err, executor.ErrInvalid)
+	assert.ErrorContains(t, err, "EgressPort")
+}
+
 func TestPlanRefuses(t *testing.T) {
 	e := unitExecutor(t, Options{Image: "img:1"})
 	for name, spec := range map[string]executor.Spec{
@@ -68,10 +103,12 @@ func TestPlanRefuses(t *testing.T) {
 
 func TestOptionsRefuse(t *testing.T) {
 	for name, o := range map[string]Options{
-		"pull policy": {ImagePullPolicy: "Sometimes"},
-		"negative id": {UID: -1},
-		"home":        {Home: "rel"},
-		"instance":    {InstanceID: "a/b"},
+		"pull policy":  {ImagePullPolicy: "Sometimes"},
+		"negative id":  {UID: -1},
+		"home":         {Home: "rel"},
+		"instance":     {InstanceID: "a/b"},
+		"egress port":  {EgressPort: HelperPort},
+		"egress=model": {ModelPort: 7100, EgressPort: 7100},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := o.withDefaults()

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -61,15 +60,6 @@ func (e *egressExecutor) Create(ctx context.Context, spec executor.Spec) (execut
 		out.proxy = ""
 	}
 	return out, nil
-}
-
-type loopResolver map[string]string
-
-func (m loopResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := m[host]; ok {
-		return []netip.Addr{netip.MustParseAddr(a)}, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
 // agentClient is the agent's HTTP client as the helper's relay makes it:
@@ -137,7 +127,7 @@ func TestEgressRouteLivesForTheRequest(t *testing.T) {
 		Runners:     []executor.Runner{&scripted.Runner{}},
 		Logger:      hclog.New(&hclog.LoggerOptions{Output: logs, JSONFormat: true}),
 		Egress: modelroute.NewEgress(modelroute.EgressOptions{
-			Resolver: loopResolver{"pkgs.test": "127.0.0.1"},
+			Resolver: testenv.Hosts{"pkgs.test": "127.0.0.1"},
 			Secret:   func(n string) (string, bool) { return "tok-123", n == "PKG_TOKEN" },
 		}),
 	})

@@ -1,0 +1,87 @@
+package executor
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// CheckQuota measures the workspace dir and returns an error wrapping
+// ErrNoSpace, naming the sandbox option to raise, when it holds more than
+// disk bytes (allocated blocks) or more than inodes files and
+// directories. The backends' quota watchdogs call it: executor/docker on
+// the host, the helper inside a pod for executor/kubernetes.
+func CheckQuota(dir string, disk, inodes int64) error {
+	b, n, err := MeasureDir(dir, disk, inodes)
+	switch {
+	case n > inodes:
+		return fmt.Errorf("the workspace passed its quota of %d files and directories (it has at least %d); delete files or raise sandbox.max_inodes: %w", inodes, n, ErrNoSpace)
+	case b > disk:
+		return fmt.Errorf("the workspace passed its disk quota of %s (it uses at least %s); free space or raise sandbox.max_disk: %w", FormatBytes(disk), FormatBytes(b), ErrNoSpace)
+	}
+	return err
+}
+
+// MeasureDir sums the allocated bytes and counts the entries under dir
+// without following symlinks (through os.Root). It stops as soon as either
+// passes its limit, so a flood costs at most limit+1 lstat calls.
+func MeasureDir(dir string, maxBytes, maxInodes int64) (bytes, inodes int64, err error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = root.Close() }()
+	stack := []string{"."}
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		f, err := root.Open(d)
+		if err != nil {
+			continue // removed meanwhile, or replaced by a symlink
+		}
+		for {
+			ents, rerr := f.ReadDir(256)
+			for _, ent := range ents {
+				name := filepath.Join(d, ent.Name())
+				fi, err := root.Lstat(name)
+				if err != nil {
+					continue
+				}
+				inodes++
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					bytes += st.Blocks * 512
+				} else {
+					bytes += fi.Size()
+				}
+				if inodes > maxInodes || bytes > maxBytes {
+					_ = f.Close()
+					return bytes, inodes, nil
+				}
+				if fi.IsDir() {
+					stack = append(stack, name)
+				}
+			}
+			if rerr != nil || len(ents) == 0 {
+				break
+			}
+		}
+		_ = f.Close()
+	}
+	return bytes, inodes, nil
+}
+
+// FormatBytes renders n in the largest binary unit that divides it, to
+// one decimal ("2.0 GiB"; "512 B" under a KiB).
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
