@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -264,7 +265,9 @@ func (st fsStatus) asError(op, name string) error {
 	default:
 		return fmt.Errorf("helper: %s %s: %s", op, name, st.Message)
 	}
-	return fmt.Errorf("helper: %s: %s: %w", op, st.Message, sentinel)
+	// The helper's message ends with the sentinel's text already.
+	msg := strings.TrimSuffix(st.Message, ": "+sentinel.Error())
+	return fmt.Errorf("helper: %s: %s: %w", op, msg, sentinel)
 }
 
 // maxFSResult caps what the host reads back from one file operation: a

@@ -674,3 +674,38 @@ func TestClusterWorkspaceQuota(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterRetention: a claim unused for the retention period is
+// deleted by the sweep; the claim of a chat with a live sandbox is not.
+func TestClusterRetention(t *testing.T) {
+	sc := os.Getenv("AGENTBOX_K8S_STORAGECLASS")
+	if sc == "" {
+		sc = "agentbox-local"
+	}
+	e := clusterExecutor(t, Options{StorageClass: sc, Retention: time.Second, RetentionInterval: -1})
+	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u1", ChatID: "unused"})
+	require.NoError(t, err)
+	require.NoError(t, sb.Close(context.Background()))
+	open, err := e.Create(t.Context(), executor.Spec{UserID: "u1", ChatID: "open"})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, open.Close(context.Background())) }()
+	// The closed chat's pod may still be going away: the sweep skips a
+	// chat with a pod, and gets it at a later pass.
+	swept := 0
+	require.Eventually(t, func() bool {
+		n, err := e.SweepClaims(t.Context())
+		require.NoError(t, err)
+		swept += n
+		return swept > 0
+	}, time.Minute, 500*time.Millisecond, "the unused claim was not swept")
+	assert.Equal(t, 1, swept)
+	inv, err := e.Inventory(t.Context())
+	require.NoError(t, err)
+	var kept []string
+	for _, c := range inv.Claims {
+		if !c.Deleting {
+			kept = append(kept, c.Chat)
+		}
+	}
+	assert.Equal(t, []string{"open"}, kept)
+}

@@ -32,7 +32,9 @@
 // Workspaces: with Options.StorageClass set, each chat has a
 // PersistentVolumeClaim (ReadWriteOnce, Spec.DiskBytes) that Create makes
 // on first use and keeps; without it the workspace is an emptyDir that
-// ends with the pod, for tests and throwaway chats. Since a claim's size
+// ends with the pod, for tests and throwaway chats. A claim unused for
+// Options.Retention (a week) is deleted by the sweep (SweepClaims), never
+// while its chat is leased or has a pod. Since a claim's size
 // is only a request to many provisioners (hostPath, local-path), the
 // pod's helper measures the workspace every Options.QuotaInterval against
 // Spec.DiskBytes and Spec.Inodes, and a pod over either is stopped: its
@@ -52,8 +54,8 @@
 //
 // The gateway's account needs, in its namespace only: pods (create, get,
 // list, watch, delete), pods/portforward (create, get), pods/exec (create,
-// get; the API-server exec path), persistentvolumeclaims (create, get;
-// list for Executor.Inventory) and
+// get; the API-server exec path), persistentvolumeclaims (create, get,
+// list, patch and delete: last use and retention) and
 // leases in coordination.k8s.io (create, get, list, update, delete).
 //
 // The gateway's MCP tools work the same way: Sandbox.WriteToken gives the

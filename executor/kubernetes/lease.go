@@ -171,7 +171,27 @@ func (e *Executor) hold(name, rv string) *heldLease {
 // expires.
 func (h *heldLease) renew(ctx context.Context) {
 	defer close(h.done)
-	t := time.NewTicker(max(h.e.o.LeaseDuration/3, 100*time.Millisecond))
+	every(ctx, max(h.e.o.LeaseDuration/3, 100*time.Millisecond), func() bool {
+		err := h.renewOnce(ctx)
+		var held *errHeld
+		switch {
+		case err == nil:
+		case errors.As(err, &held):
+			h.mu.Lock()
+			h.lost = err
+			h.mu.Unlock()
+			h.e.logger.Warn("lost a lease to another gateway instance; its sandbox will be removed by it", "lease", h.name, "error", err)
+			return false
+		default:
+			h.e.logger.Warn("could not renew a lease; retrying", "lease", h.name, "error", err)
+		}
+		return true
+	})
+}
+
+// every calls fn every d until ctx ends or fn returns false.
+func every(ctx context.Context, d time.Duration, fn func() bool) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -179,16 +199,8 @@ func (h *heldLease) renew(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := h.renewOnce(ctx); err != nil {
-			var held *errHeld
-			if errors.As(err, &held) {
-				h.mu.Lock()
-				h.lost = err
-				h.mu.Unlock()
-				h.e.logger.Warn("lost a lease to another gateway instance; its sandbox will be removed by it", "lease", h.name, "error", err)
-				return
-			}
-			h.e.logger.Warn("could not renew a lease; retrying", "lease", h.name, "error", err)
+		if !fn() {
+			return
 		}
 	}
 }

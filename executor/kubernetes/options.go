@@ -59,6 +59,10 @@ const (
 	DefaultEgressPort = 7001
 	// DefaultQuotaInterval is how often a workspace is measured.
 	DefaultQuotaInterval = 2 * time.Second
+	// DefaultRetention and DefaultRetentionInterval are executor/docker's:
+	// a workspace unused for a week goes, swept hourly.
+	DefaultRetention         = 7 * 24 * time.Hour
+	DefaultRetentionInterval = time.Hour
 )
 
 // Options configures an Executor. Namespace and Image have defaults; a
@@ -116,6 +120,14 @@ type Options struct {
 	// through the port forward (Sandbox.ListenHost, ModelBaseURL);
 	// DefaultModelPort when 0, negative turns the relay off.
 	ModelPort int
+	// Retention is how long a chat's workspace claim (StorageClass) is kept
+	// after a sandbox on it last closed: the sweep deletes claims unused
+	// for longer, skipping chats in use on any replica. 0 means
+	// DefaultRetention; negative keeps claims forever. RetentionInterval
+	// is how often the sweep runs (DefaultRetentionInterval when 0;
+	// negative turns it off, e.g. on all but one replica).
+	Retention         time.Duration
+	RetentionInterval time.Duration
 	// QuotaInterval is how often the pod's helper measures the workspace
 	// against the Spec's DiskBytes and Inodes; over either, the pod is
 	// stopped and its commands fail with executor.ErrNoSpace (a fast writer
@@ -198,6 +210,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ModelPort > 65535 || o.ModelPort == HelperPort {
 		return o, fmt.Errorf("kubernetes executor: Options.ModelPort %d; use a free port below 65536 other than %d: %w", o.ModelPort, HelperPort, executor.ErrInvalid)
+	}
+	switch {
+	case o.StorageClass == "" && o.Retention > 0:
+		return o, fmt.Errorf("kubernetes executor: Options.Retention %v applies to workspace claims; set StorageClass or drop it (an emptyDir workspace ends with its pod): %w", o.Retention, executor.ErrInvalid)
+	case o.StorageClass != "" && o.Retention == 0:
+		o.Retention = DefaultRetention
+	}
+	if o.RetentionInterval == 0 {
+		o.RetentionInterval = DefaultRetentionInterval
 	}
 	if o.QuotaInterval == 0 {
 		o.QuotaInterval = DefaultQuotaInterval

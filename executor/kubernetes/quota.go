@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/agentbox/agentbox/executor"
 )
@@ -40,14 +39,7 @@ func (s *Sandbox) startQuota(ctx context.Context) error {
 // the workspace is over its quota, which stops the pod.
 func (s *Sandbox) watchQuota(ctx context.Context) {
 	defer close(s.quotaDone)
-	t := time.NewTicker(s.e.o.QuotaInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, s.e.o.QuotaInterval, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, s.e.o.CallTimeout)
 		err := s.hc.CheckQuota(cctx, s.plan.disk, s.plan.inodes)
 		cancel()
@@ -61,14 +53,15 @@ func (s *Sandbox) watchQuota(ctx context.Context) {
 			if derr := s.e.beginDelete(context.WithoutCancel(ctx), s.name); derr != nil {
 				s.e.logger.Warn("could not stop the sandbox over quota", "pod", s.name, "error", derr)
 			}
-			return
+			return false
 		case ctx.Err() != nil:
-			return
+			return false
 		default:
 			// The pod may be going away; Exec reports that.
 			s.e.logger.Debug("cannot measure the workspace; retrying", "pod", s.name, "error", err)
 		}
-	}
+		return true
+	})
 }
 
 // overQuota is the quota error that stopped the sandbox, or nil.

@@ -27,6 +27,9 @@ func (e *Executor) start(ctx context.Context) error {
 	if e.o.ReconcileInterval > 0 {
 		e.wg.Go(func() { e.reconcileLoop(e.bg) })
 	}
+	if e.o.StorageClass != "" && e.o.Retention > 0 && e.o.RetentionInterval > 0 {
+		e.wg.Go(func() { e.retentionLoop(e.bg) })
+	}
 	return nil
 }
 

@@ -119,6 +119,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		// the container stopped): the chat's next Create waits for it, on
 		// any replica, so a workspace never has two pods.
 		s.closeErr = s.e.beginDelete(context.WithoutCancel(ctx), s.name)
+		s.e.touchClaim(ctx, s.plan)
 		s.e.sandboxes.Forget(s.name)
 		if s.release != nil {
 			s.release(ctx)

@@ -103,12 +103,13 @@ func TestPlanRefuses(t *testing.T) {
 
 func TestOptionsRefuse(t *testing.T) {
 	for name, o := range map[string]Options{
-		"pull policy":  {ImagePullPolicy: "Sometimes"},
-		"negative id":  {UID: -1},
-		"home":         {Home: "rel"},
-		"instance":     {InstanceID: "a/b"},
-		"egress port":  {EgressPort: HelperPort},
-		"egress=model": {ModelPort: 7100, EgressPort: 7100},
+		"pull policy":              {ImagePullPolicy: "Sometimes"},
+		"negative id":              {UID: -1},
+		"home":                     {Home: "rel"},
+		"instance":                 {InstanceID: "a/b"},
+		"egress port":              {EgressPort: HelperPort},
+		"egress=model":             {ModelPort: 7100, EgressPort: 7100},
+		"retention without claims": {Retention: time.Hour},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := o.withDefaults()

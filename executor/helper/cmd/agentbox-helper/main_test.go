@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/agentbox/agentbox/executor/helper"
 )
 
 func TestRunArguments(t *testing.T) {
@@ -17,7 +20,7 @@ func TestRunArguments(t *testing.T) {
 	}{
 		"no command":     {args: nil, code: 2, wantErr: "usage"},
 		"unknown":        {args: []string{"frobnicate"}, code: 2, wantErr: "usage"},
-		"version":        {args: []string{"version"}, code: 0, wantOut: "protocol 2"},
+		"version":        {args: []string{"version"}, code: 0, wantOut: fmt.Sprintf("protocol %d\n", helper.ProtocolVersion)},
 		"bad deadline":   {args: []string{"serve", "--deadline", "tomorrow"}, code: 2, wantErr: "use RFC3339"},
 		"past deadline":  {args: []string{"serve", "--dir", "/nonexistent", "--deadline", "2000-01-01T00:00:00Z"}, code: 0, wantErr: "deadline reached"},
 		"missing dir":    {args: []string{"serve", "--dir", "/nonexistent/dir"}, code: 1, wantErr: "mounted writable"},
