@@ -25,6 +25,7 @@ import (
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -77,6 +78,16 @@ func newWarmE2E(t testing.TB, dataDir, instance string, idle time.Duration, mods
 	t.Helper()
 	img := testenv.RequireImage(t)
 	bin := testenv.HelperBinary(t)
+	return newWarmE2EOn(t, dataDir, func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
+		return docker.New(ctx, docker.Options{DataDir: dataDir, Image: img, HelperBinary: bin, Logger: log, InstanceID: instance,
+			ReconcileInterval: -1, RetentionInterval: -1, StopGrace: 500 * time.Millisecond})
+	}, idle, mods...)
+}
+
+// newWarmE2EOn is newWarmE2E on the executor newExec opens.
+func newWarmE2EOn(t testing.TB, dataDir string, newExec func(context.Context, hclog.Logger) (executor.Executor, error), idle time.Duration, mods ...func(*middleware.Assistant)) *warmE2E {
+	t.Helper()
+	img := testenv.RequireImage(t)
 	env := &warmE2E{dataDir: dataDir, runner: &recordingRunner{Runner: claude.New()}, cat: &swapCatalog{}}
 	env.api = scriptedapi.Start(scriptedapi.WithScript(func(r *scriptedapi.Request) scriptedapi.Turn {
 		env.first.CompareAndSwap(0, time.Now().UnixNano())
@@ -95,12 +106,9 @@ func newWarmE2E(t testing.TB, dataDir, instance string, idle time.Duration, mods
 	}
 	env.cat.a.Store(a)
 	o, err := middleware.New(context.Background(), middleware.Options{
-		Catalog: env.cat,
-		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
-			return docker.New(ctx, docker.Options{DataDir: dataDir, Image: img, HelperBinary: bin, Logger: log, InstanceID: instance,
-				ReconcileInterval: -1, RetentionInterval: -1, StopGrace: 500 * time.Millisecond})
-		},
-		Runners: []executor.Runner{env.runner},
+		Catalog:     env.cat,
+		NewExecutor: newExec,
+		Runners:     []executor.Runner{env.runner},
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
 			return modelroute.New(modelroute.Options{}), nil
 		},
@@ -532,4 +540,68 @@ func TestE2EPrewarmedSandboxStartsTheCLI(t *testing.T) {
 	require.NoError(t, env.o.Settle(ctx))
 	assert.Equal(t, ids, chatContainers(t, dataDir, "_sbx.pw"), "in the pre-warmed container, kept after the turn")
 	t.Logf("pre-warmed sandbox: first model request after %v, result after %v", first.Round(time.Millisecond), took.Round(time.Millisecond))
+}
+
+// TestE2ESessionPolicyKubernetes: the session policy on pods (the cluster
+// of AGENTBOX_KUBECONFIG, internal/k8s/test.sh): the chat's pod is kept
+// (parked) after a turn, the next turns run in it with the session
+// resumed, and shutdown removes it.
+func TestE2ESessionPolicyKubernetes(t *testing.T) {
+	kc := os.Getenv("AGENTBOX_KUBECONFIG")
+	if kc == "" {
+		if testenv.InCI() && os.Getenv("AGENTBOX_K8S") == "1" {
+			t.Fatal("CI=true, AGENTBOX_K8S=1 and AGENTBOX_KUBECONFIG is unset; run internal/k8s/test.sh")
+		}
+		t.Skip("no cluster: AGENTBOX_KUBECONFIG is unset (internal/k8s/test.sh sets it)")
+	}
+	img := testenv.RequireImage(t)
+	ko := kubernetes.Options{Kubeconfig: kc, Image: img, ImagePullPolicy: "Never", StorageClass: "agentbox-local"}
+	env := newWarmE2EOn(t, t.TempDir(), func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
+		o := ko
+		o.Logger = log
+		return kubernetes.New(ctx, o)
+	}, time.Minute)
+	obs, err := kubernetes.New(t.Context(), kubernetes.Options{Kubeconfig: kc, ReconcileInterval: -1})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, obs.Close()) }()
+	chat := "kept-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	pods := func() []string {
+		inv, err := obs.Inventory(t.Context())
+		require.NoError(t, err)
+		var names []string
+		for _, p := range inv.Pods {
+			if p.Chat == chat && !p.Deleting {
+				names = append(names, p.Name)
+			}
+		}
+		return names
+	}
+	ctx := context.Background()
+	conv := []string{"Please run the command."}
+	a1, _, _, took := env.ask(t, "alice:"+chat, conv...)
+	require.Contains(t, a1, sessionMarker)
+	conv = append(conv, a1)
+	require.NoError(t, env.o.Settle(ctx))
+	kept := pods()
+	require.Len(t, kept, 1, "the chat's pod is kept after the turn")
+	t.Logf("turn 1 (cold): %v", took.Round(time.Millisecond))
+	for turn := 2; turn <= 3; turn++ {
+		// A user reads the answer before writing: the pre-started CLI
+		// has time to boot (about 2 s of CPU in the pod).
+		time.Sleep(5 * time.Second)
+		conv = append(conv, fmt.Sprintf("Thanks. Turn %d: what did it print?", turn))
+		answer, reqs, first, took := env.ask(t, "alice:"+chat, conv...)
+		conv = append(conv, answer)
+		_, results := toolBlocks(reqs[0])
+		if assert.Len(t, results, 1, "turn %d's model request carries turn 1's tool result", turn) {
+			assert.Contains(t, results[0], sessionMarker)
+		}
+		_, resumed := flag(env.runner.last(), "--resume")
+		assert.True(t, resumed, "turn %d resumes the session", turn)
+		require.NoError(t, env.o.Settle(ctx))
+		assert.Equal(t, kept, pods(), "turn %d ran in the same pod", turn)
+		t.Logf("turn %d (warm): first model request after %v, result after %v", turn, first.Round(time.Millisecond), took.Round(time.Millisecond))
+	}
+	require.NoError(t, env.o.Close())
+	assert.Empty(t, pods(), "shutdown removes the kept pod")
 }

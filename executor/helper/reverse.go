@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -49,26 +50,57 @@ const reverseWait = 10 * time.Second
 // parking holds the parked host connections of a reverse-mode helper.
 type parking struct {
 	mu    sync.Mutex
-	conns map[string][]net.Conn
+	conns map[string][]*parkedConn
 	added chan struct{} // closed and replaced when a connection is parked
 }
 
+// parkedConn is a parked host connection and its watcher, which peeks at
+// it while it waits: the host sends nothing before frameGo, so whatever
+// the peek returns (end of stream, an error, bytes) means the host's end
+// is gone or broken, and the connection leaves the pool at once. Without
+// it, a route the host closed (the previous turn's, in a kept pod) would
+// leave connections that take hands out dead.
+type parkedConn struct {
+	c       *bufferedConn
+	watched chan struct{} // closed when the watcher's peek returned
+	err     error         // the peek's error, read after watched
+	taken   bool          // under parking.mu: take owns it
+}
+
 func newParking() *parking {
-	return &parking{conns: map[string][]net.Conn{}, added: make(chan struct{})}
+	return &parking{conns: map[string][]*parkedConn{}, added: make(chan struct{})}
 }
 
 // park keeps c for name; it reports false (c is to be closed) for an
 // unknown name or a full pool.
-func (p *parking) park(name string, c net.Conn) bool {
+func (p *parking) park(name string, c *bufferedConn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !slices.Contains(reverseNames, name) || len(p.conns[name]) >= parkedPerName {
 		return false
 	}
-	p.conns[name] = append(p.conns[name], c)
+	pc := &parkedConn{c: c, watched: make(chan struct{})}
+	p.conns[name] = append(p.conns[name], pc)
 	close(p.added)
 	p.added = make(chan struct{})
+	go p.watch(name, pc)
 	return true
+}
+
+// watch peeks at a parked connection until take stops it (a read deadline
+// in the past) or the host's end ends it, which drops it from the pool.
+func (p *parking) watch(name string, pc *parkedConn) {
+	_, pc.err = pc.c.r.Peek(1)
+	p.mu.Lock()
+	taken := pc.taken
+	if !taken {
+		p.conns[name] = slices.DeleteFunc(p.conns[name], func(q *parkedConn) bool { return q == pc })
+	}
+	p.mu.Unlock()
+	close(pc.watched)
+	if !taken {
+		_ = pc.c.Close()
+	}
 }
 
 // take returns a parked connection for name, waiting up to reverseWait for
@@ -78,13 +110,24 @@ func (p *parking) take(ctx context.Context, name string) (net.Conn, error) {
 	defer cancel()
 	for {
 		p.mu.Lock()
-		var c net.Conn
+		var pc *parkedConn
 		if q := p.conns[name]; len(q) > 0 {
-			c, p.conns[name] = q[0], q[1:]
+			pc, p.conns[name] = q[0], q[1:]
+			pc.taken = true
 		}
 		added := p.added
 		p.mu.Unlock()
-		if c != nil {
+		if pc != nil {
+			// Stop the watcher; a peek that ended for another reason than
+			// the deadline found the host's end gone.
+			c := pc.c
+			_ = c.SetReadDeadline(time.Now())
+			<-pc.watched
+			_ = c.SetReadDeadline(time.Time{})
+			if !errors.Is(pc.err, os.ErrDeadlineExceeded) {
+				_ = c.Close()
+				continue
+			}
 			_ = c.SetWriteDeadline(time.Now().Add(dialTimeout))
 			err := writeFrame(c, frameGo, nil)
 			_ = c.SetWriteDeadline(time.Time{})
@@ -107,8 +150,8 @@ func (p *parking) closeAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for name, q := range p.conns {
-		for _, c := range q {
-			_ = c.Close()
+		for _, pc := range q {
+			_ = pc.c.Close()
 		}
 		delete(p.conns, name)
 	}

@@ -25,17 +25,24 @@ func freePort(t *testing.T) int {
 	return port
 }
 
+// startReverse runs a reverse-mode helper with its model relay on
+// modelPort and returns how the host dials its exec port, and its Dir.
+func startReverse(t *testing.T, modelPort int) (func(context.Context) (net.Conn, error), string) {
+	t.Helper()
+	c, _, dir := startPortDirs(t, ServerOptions{Reverse: true, ModelPort: modelPort})
+	return func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", c.sock)
+	}, dir
+}
+
 // TestReverseRelay: in reverse mode the model port and mcp.sock reach the
 // host through connections it parked on the exec port, as the Kubernetes
 // backend's port forward does; HTTP keep-alive and several connections at
 // once work, and a park for an unknown name is refused.
 func TestReverseRelay(t *testing.T) {
 	modelPort := freePort(t)
-	c, _, dir := startPortDirs(t, ServerOptions{Reverse: true, ModelPort: modelPort})
-	dial := func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", c.sock)
-	}
+	dial, dir := startReverse(t, modelPort)
 	model, err := ListenReverse(dial, ModelSocket, 2)
 	require.NoError(t, err)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -130,5 +137,34 @@ func TestReverseListenerCloses(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("round %d: Close hangs", i)
 		}
+	}
+}
+
+// TestReverseDropsConnectionsTheHostClosed: connections a host parked and
+// then closed (the previous turn's route, in a pod kept for the next
+// turn) leave the pool at once, so the next agent connection reaches the
+// route open now instead of a dead end.
+func TestReverseDropsConnectionsTheHostClosed(t *testing.T) {
+	modelPort := freePort(t)
+	dial, _ := startReverse(t, modelPort)
+	old, err := ListenReverse(dial, ModelSocket, 2)
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond) // let it park its connections
+	require.NoError(t, old.Close())
+
+	route, err := ListenReverse(dial, ModelSocket, 2)
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "the open route")
+	})}
+	go func() { _ = srv.Serve(route) }()
+	t.Cleanup(func() { _ = srv.Close(); _ = route.Close() })
+	for i := range 3 {
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(modelPort) + "/")
+		require.NoError(t, err, "connection %d", i)
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		assert.Equal(t, "the open route", string(b))
 	}
 }

@@ -417,3 +417,39 @@ func TestFakeRetentionSweep(t *testing.T) {
 	require.NoError(t, busy.Close(context.Background()))
 	assert.NotContains(t, leaseNames(t, f.cs), chatLeasePrefix+chatKey("u", "old"), "the sweep released the chat's lease")
 }
+
+// TestFakeParkUnpark: a parked sandbox keeps its pod and frees the chat;
+// Unpark takes the chat again and reuses the pod; when another replica
+// served the chat meanwhile (removing the parked pod), Unpark says the
+// pod is gone.
+func TestFakeParkUnpark(t *testing.T) {
+	base, f := newFake(t, Options{StorageClass: "local"})
+	a, b := f.replica(t, base, "replica-a"), f.replica(t, base, "replica-b")
+	defer func() { assert.NoError(t, b.Close()) }()
+	defer func() { assert.NoError(t, a.Close()) }()
+
+	sb, err := a.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "kept"})
+	require.NoError(t, err)
+	ks := sb.(*Sandbox)
+	require.NoError(t, ks.Park())
+	require.NoError(t, ks.Park(), "parking twice")
+	assert.NotContains(t, leaseNames(t, f.cs), chatLeasePrefix+chatKey("u", "kept"), "a parked sandbox holds no lease")
+	require.NoError(t, ks.Unpark(t.Context(), time.Second))
+	assert.Contains(t, leaseNames(t, f.cs), chatLeasePrefix+chatKey("u", "kept"))
+	res, err := sb.Exec(t.Context(), &executor.Cmd{Args: []string{"true"}})
+	require.NoError(t, err)
+	assert.Equal(t, 0, res.ExitCode)
+	assert.Greater(t, time.Until(ks.Deadline()), time.Minute)
+
+	// Another replica serves the chat while it is parked.
+	require.NoError(t, ks.Park())
+	other, err := b.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "kept", LeaseWait: time.Second})
+	require.NoError(t, err)
+	_, err = f.cs.CoreV1().Pods("ns").Get(t.Context(), sb.ID(), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the other replica removed the parked pod")
+	require.NoError(t, other.Close(context.Background()))
+	err = ks.Unpark(t.Context(), time.Second)
+	require.ErrorIs(t, err, executor.ErrSandboxGone)
+	assert.NotContains(t, leaseNames(t, f.cs), chatLeasePrefix+chatKey("u", "kept"), "a failed Unpark releases the lease")
+	require.NoError(t, sb.Close(context.Background()))
+}

@@ -13,17 +13,22 @@ import (
 
 // Sandbox is one pod holding one chat's lease.
 type Sandbox struct {
-	e       *Executor
-	name    string
-	plan    plan
-	release func(context.Context)
-	pf      portForward
-	hc      *helper.Client // the pod's helper, over pf
+	e    *Executor
+	name string
+	plan plan
+	pf   portForward
+	hc   *helper.Client // the pod's helper, over pf
 
 	// quotaStop and quotaDone stop and await the quota watchdog (nil
 	// without one); quotaErr, under mu, is why it stopped the pod.
 	quotaStop context.CancelFunc
 	quotaDone chan struct{}
+
+	// relMu guards release (the chat's leases; nil while parked) and
+	// parked.
+	relMu   sync.Mutex
+	release func(context.Context)
+	parked  bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -121,9 +126,12 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		s.closeErr = s.e.beginDelete(context.WithoutCancel(ctx), s.name)
 		s.e.touchClaim(ctx, s.plan)
 		s.e.sandboxes.Forget(s.name)
+		s.relMu.Lock()
 		if s.release != nil {
 			s.release(ctx)
+			s.release = nil
 		}
+		s.relMu.Unlock()
 	})
 	return s.closeErr
 }

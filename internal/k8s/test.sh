@@ -54,6 +54,9 @@ KC
 	# The real CLI in pods, against the scripted model.
 	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
 		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestE2EKubernetes$' ./claude "$@" || status=$?
+	# The session policy on pods: the chat's pod kept between turns.
+	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
+		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestE2ESessionPolicyKubernetes$' ./middleware "$@" || status=$?
 	# The example gateway's demo on pods; two gateway processes sharing
 	# chats, one killed -9; a request on pods beside one on Docker.
 	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
