@@ -92,20 +92,36 @@ var (
 	errBodyTimeout  = errors.New("openai: request body too slow")
 )
 
-// readBody reads the body up to max bytes.
-func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, *middleware.Error) {
+// bodyDeadline bounds the read of the request body by timeout (none when
+// it is not positive or w has no deadlines) and returns what lifts the
+// bound once the body is in: the server's background read, which notices
+// a client that goes away during the run, must not time out. After a
+// failed read the bound stays, and the connection is closed after the
+// error.
+func bodyDeadline(w http.ResponseWriter, timeout time.Duration) (lift func()) {
 	rc := http.NewResponseController(w)
-	if timeout > 0 && rc.SetReadDeadline(time.Now().Add(timeout)) != nil {
-		timeout = 0 // the writer has no deadlines (a test recorder, say)
+	if timeout <= 0 || rc.SetReadDeadline(time.Now().Add(timeout)) != nil {
+		return func() {}
 	}
+	return func() { _ = rc.SetReadDeadline(time.Time{}) }
+}
+
+// bodyTimeout is the error of a body that did not arrive within timeout.
+// The connection is closed after the answer: the server must not wait for
+// the rest of the body first, as it does to keep a connection alive.
+func bodyTimeout(w http.ResponseWriter, timeout time.Duration) *middleware.Error {
+	w.Header().Set("Connection", "close")
+	return middleware.Errorf(middleware.KindBadRequest, errBodyTimeout,
+		"the request body did not arrive within %v of the headers; send it at once", timeout)
+}
+
+// readBody reads the body up to max bytes, within timeout (bodyDeadline).
+func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, *middleware.Error) {
+	lift := bodyDeadline(w, timeout)
 	var buf bytes.Buffer
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, max))
-	if timeout > 0 && err == nil {
-		// The deadline is lifted once the body is in: the server's
-		// background read, which notices a client that goes away during
-		// the run, must not time out. After a failed read it stays, and
-		// the connection is closed after the error.
-		_ = rc.SetReadDeadline(time.Time{})
+	if err == nil {
+		lift()
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -113,11 +129,7 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Du
 		return nil, middleware.Errorf(middleware.KindBadRequest, errBodyTooLarge,
 			"the request body is larger than %d bytes; shorten the conversation or raise the gateway's body limit", max)
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		// The server must not wait for the rest of the body before it
-		// answers, as it does to keep a connection alive.
-		w.Header().Set("Connection", "close")
-		return nil, middleware.Errorf(middleware.KindBadRequest, errBodyTimeout,
-			"the request body did not arrive within %v of the headers; send it at once", timeout)
+		return nil, bodyTimeout(w, timeout)
 	case err != nil:
 		return nil, badRequest("", "reading the request body failed: %v", err)
 	}

@@ -1,14 +1,17 @@
 package openai_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -113,4 +116,44 @@ func TestMiddlewarePassesEverythingElseThrough(t *testing.T) {
 	code, _ = do("GET", "/v1/embeddings", "")
 	assert.Equal(t, 404, code)
 	assert.Equal(t, "GET /v1/embeddings", own.paths[len(own.paths)-1], "other paths reach the gateway")
+}
+
+// TestMiddlewareSlowBodyTimesOut: in front of a gateway's own handler, the
+// body the middleware must read to route the request is bounded too: a
+// client trickling it is answered 408 (code request_timeout) once the body
+// timeout passes, and the gateway's handler never sees the request.
+func TestMiddlewareSlowBodyTimesOut(t *testing.T) {
+	own := &ownGateway{}
+	cat, err := middleware.NewCatalog(&middleware.Assistant{ID: "coder", Sandbox: &middleware.Sandbox{Runner: "scripted"}})
+	require.NoError(t, err)
+	h := middleware.HandlerFunc(func(context.Context, *middleware.Request, middleware.Emit) (*middleware.Response, error) {
+		return &middleware.Response{Content: "ok", FinishReason: executor.FinishStop}, nil
+	})
+	srv := httptest.NewServer(openai.Middleware(openai.Options{Handler: h, Catalog: cat, BodyTimeout: 100 * time.Millisecond})(own))
+	defer srv.Close()
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	_, err = io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":")
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(30*time.Second))) // a backstop, not the assertion
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err, "the server answers while the body is still owed")
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+	assert.Contains(t, string(b), "request_timeout")
+	assert.Empty(t, own.bodies, "the gateway's handler never got the request")
+
+	// A body sent at once still reaches either side.
+	for model, want := range map[string]string{"coder": `"ok"`, "gpt-own": `{"own":true}`} {
+		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hi"}],"user":"alice:1"}`))
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+		assert.Contains(t, string(b), want)
+	}
 }

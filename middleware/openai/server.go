@@ -153,9 +153,20 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Next != nil && (r.Method != http.MethodPost || !s.ours(r)) {
-		s.opts.Next.ServeHTTP(w, r)
-		return
+	if s.opts.Next != nil {
+		mine := false
+		if r.Method == http.MethodPost {
+			var late *middleware.Error
+			if mine, late = s.ours(w, r); late != nil {
+				s.logFailure("", late)
+				s.writeStatus(w, http.StatusRequestTimeout, late)
+				return
+			}
+		}
+		if !mine {
+			s.opts.Next.ServeHTTP(w, r)
+			return
+		}
 	}
 	if r.Method != http.MethodPost {
 		methodNotAllowed(w, r, http.MethodPost)
@@ -264,13 +275,17 @@ func writeUnauthorized(w http.ResponseWriter) {
 		Message: "the request's credentials were not accepted; check the API key", Type: "authentication_error", Code: &code}})
 }
 
-// writeStatus writes e with an explicit status (413).
+// writeStatus writes e with an explicit status: 413 (code
+// request_too_large) or 408 (request_timeout).
 func (s *Server) writeStatus(w http.ResponseWriter, code int, e *middleware.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("x-should-retry", "false")
 	w.WriteHeader(code)
 	b := bodyOf(e)
 	c := "request_too_large"
+	if code == http.StatusRequestTimeout {
+		c = "request_timeout"
+	}
 	b.Error.Code = &c
 	_ = json.NewEncoder(w).Encode(b)
 }
