@@ -310,13 +310,7 @@ func TestE2EKubernetes(t *testing.T) { e2eSuite(t, newE2EKubernetes(t)) }
 
 func newE2EKubernetes(t *testing.T) *e2eEnv {
 	t.Helper()
-	kc := os.Getenv("AGENTBOX_KUBECONFIG")
-	if kc == "" {
-		if testenv.InCI() && os.Getenv("AGENTBOX_K8S") == "1" {
-			t.Fatal("CI=true, AGENTBOX_K8S=1 and AGENTBOX_KUBECONFIG is unset; run internal/k8s/test.sh")
-		}
-		t.Skip("no cluster: AGENTBOX_KUBECONFIG is unset (internal/k8s/test.sh sets it)")
-	}
+	kc := testenv.RequireCluster(t)
 	sc := os.Getenv("AGENTBOX_K8S_STORAGECLASS")
 	if sc == "" {
 		sc = "agentbox-local"

@@ -547,13 +547,7 @@ func TestE2EPrewarmedSandboxStartsTheCLI(t *testing.T) {
 // (parked) after a turn, the next turns run in it with the session
 // resumed, and shutdown removes it.
 func TestE2ESessionPolicyKubernetes(t *testing.T) {
-	kc := os.Getenv("AGENTBOX_KUBECONFIG")
-	if kc == "" {
-		if testenv.InCI() && os.Getenv("AGENTBOX_K8S") == "1" {
-			t.Fatal("CI=true, AGENTBOX_K8S=1 and AGENTBOX_KUBECONFIG is unset; run internal/k8s/test.sh")
-		}
-		t.Skip("no cluster: AGENTBOX_KUBECONFIG is unset (internal/k8s/test.sh sets it)")
-	}
+	kc := testenv.RequireCluster(t)
 	img := testenv.RequireImage(t)
 	ko := kubernetes.Options{Kubeconfig: kc, Image: img, ImagePullPolicy: "Never", StorageClass: "agentbox-local"}
 	env := newWarmE2EOn(t, t.TempDir(), func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
 )
 
@@ -168,7 +169,7 @@ func BenchmarkColdPath(b *testing.B) {
 // request, its sandbox start and its agent phase per backend, and the
 // ratio of the request times.
 func BenchmarkRequestBackends(b *testing.B) {
-	kc := requireCluster(b)
+	kc := testenv.RequireCluster(b)
 	backends := []struct {
 		name string
 		url  string

@@ -469,28 +469,13 @@ func TestGatewayTool(t *testing.T) {
 	assert.Contains(t, reqs[0].ToolNames(), "mcp__gateway__whoami", "the CLI offered the gateway's tool")
 }
 
-// requireCluster returns the kubeconfig of the test cluster
-// (internal/k8s/test.sh sets AGENTBOX_KUBECONFIG), skipping without one
-// unless CI=true and AGENTBOX_K8S=1 ask for the cluster tests.
-func requireCluster(t testing.TB) string {
-	t.Helper()
-	kc := os.Getenv("AGENTBOX_KUBECONFIG")
-	if kc == "" {
-		if testenv.InCI() && os.Getenv("AGENTBOX_K8S") == "1" {
-			t.Fatal("CI=true, AGENTBOX_K8S=1 and AGENTBOX_KUBECONFIG is unset; run internal/k8s/test.sh")
-		}
-		t.Skip("no cluster: AGENTBOX_KUBECONFIG is unset (internal/k8s/test.sh sets it)")
-	}
-	return kc
-}
-
 // TestDemoKubernetes runs the demo with the sandboxes as pods of the
 // offline test cluster (internal/k8s/test.sh sets AGENTBOX_KUBECONFIG):
 // the real CLI in a pod, its model traffic and the gateway's MCP tool
 // (whoami) relayed back through the port forward, the file read back
 // through a new pod on the chat's claim. Nothing runs in Docker.
 func TestDemoKubernetes(t *testing.T) {
-	kc := requireCluster(t)
+	kc := testenv.RequireCluster(t)
 	data := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"-demo", "-dir", "..", "-data", data, "-offline", "always",

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor/kubernetes"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // replicaArgsEnv, set to a JSON array of flags, makes the test binary run
@@ -148,7 +149,7 @@ func runIntervals(t *testing.T, answer string) [][2]float64 {
 // surviving replica shuts down no pod and no lease is left in the
 // namespace; only the chats' workspace claims stay.
 func TestReplicasKubernetes(t *testing.T) {
-	kc := requireCluster(t)
+	kc := testenv.RequireCluster(t)
 	ctx := t.Context()
 	obs, err := kubernetes.New(ctx, kubernetes.Options{Kubeconfig: kc, InstanceID: "replicas-test-observer", ReconcileInterval: -1})
 	require.NoError(t, err)

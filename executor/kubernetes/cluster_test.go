@@ -31,26 +31,11 @@ import (
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
-// requireCluster skips without a cluster (AGENTBOX_KUBECONFIG unset, see
-// internal/k8s/up.sh) and fails instead under CI=true with AGENTBOX_K8S=1.
-func requireCluster(t testing.TB) string {
-	t.Helper()
-	kc := os.Getenv("AGENTBOX_KUBECONFIG")
-	if kc != "" {
-		return kc
-	}
-	if testenv.InCI() && os.Getenv("AGENTBOX_K8S") == "1" {
-		t.Fatal("CI=true, AGENTBOX_K8S=1 and AGENTBOX_KUBECONFIG is unset; bring the cluster up with make k8s-up")
-	}
-	t.Skip("no cluster: AGENTBOX_KUBECONFIG is unset (make k8s-up, then export AGENTBOX_KUBECONFIG=/var/lib/agentbox-k8s/admin.kubeconfig)")
-	return ""
-}
-
 // clusterExecutor makes an Executor over a fresh namespace that the test's
 // cleanup deletes.
 func clusterExecutor(t testing.TB, o Options) *Executor {
 	t.Helper()
-	o.Kubeconfig = requireCluster(t)
+	o.Kubeconfig = testenv.RequireCluster(t)
 	if o.Image == "" {
 		o.Image = testenv.DefaultImage
 	}

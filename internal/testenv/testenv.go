@@ -178,3 +178,20 @@ func ImageLabel(t testing.TB, img, key string) string {
 	}
 	return info.Config.Labels[key]
 }
+
+// RequireCluster returns the kubeconfig of the test cluster
+// (AGENTBOX_KUBECONFIG, which internal/k8s/test.sh sets). Without one it
+// skips, unless CI=true and AGENTBOX_K8S=1 ask for the cluster tests: then
+// it fails.
+func RequireCluster(t testing.TB) string {
+	t.Helper()
+	kc := os.Getenv("AGENTBOX_KUBECONFIG")
+	if kc != "" {
+		return kc
+	}
+	if InCI() && os.Getenv("AGENTBOX_K8S") == "1" {
+		t.Fatal("CI=true, AGENTBOX_K8S=1 and AGENTBOX_KUBECONFIG is unset; run internal/k8s/test.sh (or make k8s-up and export AGENTBOX_KUBECONFIG=/var/lib/agentbox-k8s/admin.kubeconfig)")
+	}
+	t.Skip("no cluster: AGENTBOX_KUBECONFIG is unset (internal/k8s/test.sh sets it; or make k8s-up and export AGENTBOX_KUBECONFIG=/var/lib/agentbox-k8s/admin.kubeconfig)")
+	return ""
+}
