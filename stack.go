@@ -53,6 +53,11 @@ type Options struct {
 	// helper (any image works); otherwise the image's own helper runs
 	// (agentbox/sandbox-* images carry it).
 	HelperBinary string
+	// Pool (Docker executor only) keeps this many started containers per
+	// sandbox configuration for the first request of new chats
+	// (docker.Options.Pool: the gateway must be root on the daemon's
+	// host); 0 turns it off.
+	Pool int
 	// Logger receives every log line; HCLogger instead for gateways on
 	// hclog. Both nil: nothing is logged.
 	Logger   *slog.Logger
@@ -190,6 +195,9 @@ func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Exe
 	if err != nil {
 		return nil, fmt.Errorf("agentbox: Options.Executor: %w", err)
 	}
+	if kind != config.ExecutorDocker && o.Pool != 0 {
+		return nil, fmt.Errorf("agentbox: Options.Pool is a Docker executor option; drop it for the %s executor", kind)
+	}
 	if kind == config.ExecutorKubernetes {
 		if o.HelperBinary != "" {
 			return nil, errors.New("agentbox: Options.HelperBinary does not apply to the kubernetes executor: pods run their image's helper (agentbox/sandbox-* images carry it)")
@@ -209,7 +217,7 @@ func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Exe
 		return e, nil
 	}
 	return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
-		HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == ""})
+		HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == "", Pool: o.Pool})
 }
 
 // intercepts reports whether an assistant's egress policy has a

@@ -25,4 +25,9 @@ func TestExecutorChoiceErrors(t *testing.T) {
 	_, err = newExecutor(ctx, Options{Executor: config.ExecutorLocal, DataDir: t.TempDir(), HelperBinary: "/nonexistent/helper"}, hclog.NewNullLogger())
 	assert.ErrorIs(t, err, executor.ErrUnavailable, "the local health check runs at start-up")
 	assert.ErrorContains(t, err, "make helper")
+
+	for _, kind := range []string{config.ExecutorLocal, config.ExecutorKubernetes} {
+		_, err = newExecutor(ctx, Options{Executor: kind, DataDir: t.TempDir(), Pool: 1}, hclog.NewNullLogger())
+		assert.ErrorContains(t, err, "Options.Pool is a Docker executor option", kind)
+	}
 }

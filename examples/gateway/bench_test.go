@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
@@ -90,9 +88,13 @@ func BenchmarkConcurrentChats(b *testing.B) {
 // reaches the scripted model on loopback (the gateway's sandboxes keep
 // network none). It reports the medians in milliseconds, the gateway's
 // agent phase, and the ratios the issue targets (gateway / docker run,
-// agent phase / host CLI).
+// agent phase / host CLI). A second gateway with -pool 1 answers the same
+// new-chat request with a started container from its pool (pooled-ms, and
+// pooled-start-ms its container phase).
 func BenchmarkColdPath(b *testing.B) {
 	g, _ := startGateway(b)
+	var poolData string
+	gp, _ := startGateway(b, func(o *Options) { o.Pool, poolData = 1, o.DataDir })
 	ctx := context.Background()
 	claudeBin, err := exec.LookPath("claude")
 	require.NoError(b, err, "the host CLI (installed by .ci/setup)")
@@ -107,19 +109,26 @@ func BenchmarkColdPath(b *testing.B) {
 	env := func(url string) []string {
 		return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=bench", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
 	}
-	var gw, agent, dockerRun, host []time.Duration
+	var gw, agent, dockerRun, host, pooled, pooledStart []time.Duration
 	for i := 0; b.Loop(); i++ {
+		if i == 0 {
+			// The pool fills after the first request of its configuration.
+			status, body := rawChat(b, gp.URL, demoUser, "pool-fill", demoPrompt, nil, "")
+			require.Equal(b, http.StatusOK, status, body)
+		}
+		testenv.WaitPooled(b, poolData)
 		t0 := time.Now()
-		status, body := rawChat(b, g.URL, demoUser, fmt.Sprintf("cold-%d", i), demoPrompt, nil, "")
+		status, body := rawChat(b, gp.URL, demoUser, fmt.Sprintf("pooled-%d", i), demoPrompt, nil, "")
+		pooled = append(pooled, time.Since(t0))
+		require.Equal(b, http.StatusOK, status, body)
+		pooledStart = append(pooledStart, time.Duration(timings(b, body)["container_start_ms"]*float64(time.Millisecond)))
+		require.NoError(b, gp.orch.Settle(ctx))
+
+		t0 = time.Now()
+		status, body = rawChat(b, g.URL, demoUser, fmt.Sprintf("cold-%d", i), demoPrompt, nil, "")
 		gw = append(gw, time.Since(t0))
 		require.Equal(b, http.StatusOK, status, body)
-		var comp struct {
-			Agentbox struct {
-				Timings map[string]float64 `json:"timings"`
-			} `json:"agentbox"`
-		}
-		require.NoError(b, json.Unmarshal([]byte(body), &comp))
-		agent = append(agent, time.Duration(comp.Agentbox.Timings["agent_ms"]*float64(time.Millisecond)))
+		agent = append(agent, time.Duration(timings(b, body)["agent_ms"]*float64(time.Millisecond)))
 		require.NoError(b, g.orch.Settle(ctx))
 
 		ws := b.TempDir()
@@ -155,65 +164,21 @@ func BenchmarkColdPath(b *testing.B) {
 	b.ReportMetric(med(agent), "agent-phase-ms")
 	b.ReportMetric(med(dockerRun), "docker-run-ms")
 	b.ReportMetric(med(host), "host-cli-ms")
+	b.ReportMetric(med(pooled), "pooled-ms")
+	b.ReportMetric(med(pooledStart), "pooled-start-ms")
+	b.ReportMetric(med(pooled)/med(gw), "pooled/cold")
 	b.ReportMetric(med(gw)/med(dockerRun), "gateway/docker-run")
 	b.ReportMetric(med(agent)/med(host), "agent/host-cli")
-	b.Logf("gateway %v, agent phase %v, docker run %v, host CLI %v", gw, agent, dockerRun, host)
+	b.Logf("gateway %v, agent phase %v, docker run %v, host CLI %v, pooled %v (start %v)", gw, agent, dockerRun, host, pooled, pooledStart)
 }
 
-// BenchmarkRequestBackends measures, in one run, a cold sandboxed request
-// to the example gateway (a new chat: sandbox start, hooks, the real CLI
-// against the scripted model, teardown) on Docker and on the Kubernetes
-// cluster of AGENTBOX_KUBECONFIG (internal/k8s/test.sh runs it), one
-// request of each per iteration so both see the same machine load. Run it
-// with -benchtime=5x. It reports the medians in milliseconds of the
-// request, its sandbox start and its agent phase per backend, and the
-// ratio of the request times.
-func BenchmarkRequestBackends(b *testing.B) {
-	kc := testenv.RequireCluster(b)
-	backends := []struct {
-		name string
-		url  string
-	}{{name: "docker"}, {name: "kubernetes"}}
-	g, _ := startGateway(b)
-	backends[0].url = g.URL
-	k, _ := startGateway(b, func(o *Options) {
-		o.Executor, o.HelperBinary = "kubernetes", ""
-		o.Kubernetes = kubernetes.Options{Kubeconfig: kc, StorageClass: "agentbox-local", ImagePullPolicy: "Never"}
-	})
-	backends[1].url = k.URL
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	type sample struct{ total, start, agent []time.Duration }
-	samples := make([]sample, len(backends))
-	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
-	for i := 0; b.Loop(); i++ {
-		for j, be := range backends {
-			t0 := time.Now()
-			status, body := rawChat(b, be.url, demoUser, fmt.Sprintf("backends-%s-%d", run, i), demoPrompt, nil, "")
-			d := time.Since(t0)
-			require.Equal(b, http.StatusOK, status, "%s: %s", be.name, body)
-			var comp struct {
-				Agentbox struct {
-					Timings map[string]float64 `json:"timings"`
-				} `json:"agentbox"`
-			}
-			require.NoError(b, json.Unmarshal([]byte(body), &comp))
-			s := &samples[j]
-			s.total = append(s.total, d)
-			s.start = append(s.start, ms(comp.Agentbox.Timings["container_start_ms"]))
-			s.agent = append(s.agent, ms(comp.Agentbox.Timings["agent_ms"]))
-		}
+// timings are the agentbox.timings of a non-streamed completion.
+func timings(b *testing.B, body string) map[string]float64 {
+	var comp struct {
+		Agentbox struct {
+			Timings map[string]float64 `json:"timings"`
+		} `json:"agentbox"`
 	}
-	med := func(d []time.Duration) float64 {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return float64(s[len(s)/2]) / float64(time.Millisecond)
-	}
-	for j, be := range backends {
-		s := samples[j]
-		b.ReportMetric(med(s.total), be.name+"-request-ms")
-		b.ReportMetric(med(s.start), be.name+"-start-ms")
-		b.ReportMetric(med(s.agent), be.name+"-agent-ms")
-		b.Logf("%s: requests %v, sandbox start %v, agent %v", be.name, s.total, s.start, s.agent)
-	}
-	b.ReportMetric(med(samples[1].total)/med(samples[0].total), "kubernetes/docker")
+	require.NoError(b, json.Unmarshal([]byte(body), &comp))
+	return comp.Agentbox.Timings
 }

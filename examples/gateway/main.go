@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Kubernetes.StorageClass, "storage-class", "", "kubernetes executor: storage class of the workspaces' claims (empty: a workspace lives as long as its pod)")
 	fs.StringVar(&o.Kubernetes.ImagePullPolicy, "image-pull-policy", "", "kubernetes executor: Always, IfNotPresent (default) or Never (images imported into the nodes)")
 	fs.StringVar(&o.Kubernetes.InstanceID, "instance", "", "kubernetes executor: this replica's name on its pods and leases, e.g. its pod name (default: a random one); another replica takes its chats over once it stops renewing their leases")
+	fs.IntVar(&o.Pool, "pool", 0, "docker executor: started containers kept ready per sandbox configuration, so that new chats' first requests skip the container start (needs root on the Docker host; 0: off)")
 	fs.StringVar(&o.Offline, "offline", "auto", "scripted model server for connectors: auto (when their key is unset), always, never")
 	fs.IntVar(&o.Admission.MaxRuns, "max-sandboxes", 0, "sandboxed requests in flight at once (0: four per core)")
 	fs.IntVar(&o.Admission.MaxRunsPerUser, "max-sandboxes-per-user", 0, "one user's sandboxed requests in flight (0: half of -max-sandboxes)")

@@ -2,8 +2,10 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -49,6 +51,41 @@ func BenchmarkCreate(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+		if path == PathHelper {
+			// A new chat's Create when the pool (Options.Pool) has a
+			// started container for it: the bind replaces the start.
+			b.Run("ready/pooled", func(b *testing.B) {
+				bin := testenv.HelperBinary(b)
+				e := newTestExecutor(b, func(o *Options) { o.HelperBinary, o.Pool = bin, 1 })
+				n := 0
+				for b.Loop() {
+					b.StopTimer()
+					if n == 0 {
+						sb, err := e.Create(ctx, testSpec("bench-pool-fill"))
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := sb.Close(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+					for e.pool.size() == 0 {
+						time.Sleep(10 * time.Millisecond)
+					}
+					n++
+					b.StartTimer()
+					sb, err := e.Create(ctx, testSpec(fmt.Sprintf("bench-pool-%d", n)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					if err := sb.Close(ctx); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+			})
+		}
 		b.Run("cycle/"+path, func(b *testing.B) {
 			e := newExec(b)
 			for b.Loop() {

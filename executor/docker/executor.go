@@ -46,6 +46,7 @@ type Executor struct {
 
 	env envSnapshots // environment snapshots (environment.go)
 
+	pool    *pool // nil without Options.Pool
 	rec     *reconciler
 	ret     *retention
 	stopBg  chan struct{}
@@ -127,6 +128,12 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		_ = root.Close()
 		return nil, err
 	}
+	e.sweepPools()
+	if e.pool, err = e.openPool(); err != nil {
+		_ = e.inst.Close()
+		_ = root.Close()
+		return nil, err
+	}
 	if e.quota.mode() == QuotaLoop {
 		if e.sandboxesTmpfs, err = e.mountSandboxesTmpfs(); err != nil {
 			e.logger.Warn("host dirs stay on the data directory's filesystem; containers see its path in their mountinfo", "error", err)
@@ -147,6 +154,9 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 			e.logger.Warn("workspace retention sweep failed", "error", err)
 		}
 	})
+	if e.pool != nil {
+		e.every(min(o.PoolIdle/2, time.Minute), func(context.Context) { e.pool.expire() })
+	}
 	e.warnHostAccount(executor.DefaultUser)
 	e.logger.Debug("executor started", "data_dir", o.DataDir)
 	return e, nil
@@ -330,16 +340,23 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)
 	}
 	sb.release = release
-	if err := e.sandboxes.Add(ctx, sbID, sb); err != nil {
+	err = e.sandboxes.Add(ctx, sb.sandboxID, sb)
+	if sb.begun != nil {
+		// An adopted pooled container: registered as open (or closed) now.
+		sb.begun()
+		sb.begun = nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("create sandbox for chat %s: %w", chat, err)
 	}
-	logger.Debug("sandbox ready", "sandbox", sbID, "container", shortID(sb.id), "duration", time.Since(start), "exec_path", sb.runner.path(), "oom_counter", fmt.Sprintf("%T", sb.oom))
+	logger.Debug("sandbox ready", "sandbox", sb.sandboxID, "pooled", sb.sandboxID != sbID, "container", shortID(sb.id), "duration", time.Since(start), "exec_path", sb.runner.path(), "oom_counter", fmt.Sprintf("%T", sb.oom))
 	return sb, nil
 }
 
-// start prepares the workspace and host dir, creates and starts the
-// container and waits until it runs commands. It cleans up after itself on
-// failure.
+// start prepares the workspace, then binds it into a pooled container
+// when the pool has one for p (Options.Pool), else creates and starts a
+// container over it and waits until it runs commands. It cleans up after
+// itself on failure.
 func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.Logger) (_ *Sandbox, err error) {
 	if err := checkFreeSpace(e.o.DataDir, e.o.MinFreeBytes); err != nil {
 		return nil, err
@@ -366,6 +383,15 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 	if err != nil {
 		return nil, errors.Join(err, quota.release())
 	}
+	if entry := e.pool.take(p); entry != nil {
+		sb, err := e.pool.adopt(ctx, entry, p, wsDir, logger)
+		if err == nil {
+			sb.ws, sb.HostFS, sb.quota = ws, ws, quota
+			sbOver.Store(sb)
+			return sb, nil
+		}
+		logger.Warn("a pooled container could not take the workspace; starting a new one", "error", err)
+	}
 	hostDir, err := e.makeHostDir(sbID, p.uid, p.gid)
 	if err != nil {
 		return nil, errors.Join(err, ws.Close(), quota.release())
@@ -373,40 +399,43 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 	sb := &Sandbox{e: e, sandboxID: sbID, hostDir: hostDir, ws: ws, HostFS: ws, quota: quota, plan: p, logger: logger.With("sandbox", sbID)}
 	defer func() {
 		if err != nil {
-			cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.CallTimeout)
-			defer cancel()
-			var rmErr error
-			if sb.id != "" {
-				rmErr = removeErrors(e.api.ContainerRemove(cleanupCtx, sb.id, container.RemoveOptions{Force: true}))
-			}
-			if cerr := errors.Join(rmErr, ws.Close(), e.removeHostDir(sbID), quota.release()); cerr != nil {
+			if cerr := errors.Join(e.discard(ctx, sb), ws.Close(), quota.release()); cerr != nil {
 				logger.Error("cleanup after failed create", "error", cerr)
 			}
 		}
 	}()
-
+	sbOver.Store(sb)
 	cfg, hc := p.containerConfig(e.o, sbID, wsDir, hostDir)
+	if err := e.run(ctx, sb, cfg, hc); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// run creates and starts sb's container from cfg and hc and waits until it
+// runs commands; on error the caller removes what was made (discard).
+func (e *Executor) run(ctx context.Context, sb *Sandbox, cfg *container.Config, hc *container.HostConfig) error {
+	p := sb.plan
 	helperBin := e.o.helperPath()
 	if helperBin != "" {
 		cfg.Cmd = p.helperCommand(e.o, helperBin)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
-	created, err := e.api.ContainerCreate(callCtx, cfg, hc, nil, nil, "agentbox-"+sbID)
+	created, err := e.api.ContainerCreate(callCtx, cfg, hc, nil, nil, "agentbox-"+sb.sandboxID)
 	cancel()
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("image %s is not on the daemon; build or pull it first: %w", p.image, err)
+			return fmt.Errorf("image %s is not on the daemon; build or pull it first: %w", p.image, err)
 		}
-		return nil, e.unavailable(ctx, "create container", err)
+		return e.unavailable(ctx, "create container", err)
 	}
 	sb.id = created.ID
-	sbOver.Store(sb)
-	logger.Debug("container created", "container", shortID(created.ID), "image", p.image)
+	sb.logger.Debug("container created", "container", shortID(created.ID), "image", p.image)
 	callCtx, cancel = context.WithTimeout(ctx, e.o.CallTimeout)
 	err = e.api.ContainerStart(callCtx, created.ID, container.StartOptions{})
 	cancel()
 	if err != nil {
-		return nil, e.unavailable(ctx, "start container", err)
+		return e.unavailable(ctx, "start container", err)
 	}
 	sb.docker = &dockerExec{
 		api: e.api, containerID: created.ID, user: p.spec.User,
@@ -416,15 +445,27 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 	if helperBin != "" {
 		c, err := e.waitHelper(ctx, sb)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		sb.helper = c
 		sb.runner = helperRunner{c: c, sweep: sb.docker}
 	}
-	if err := e.waitReady(ctx, sb); err != nil {
-		return nil, err
+	return e.waitReady(ctx, sb)
+}
+
+// discard removes what start or the pool made for sb when it does not
+// become a sandbox: its container (when created) and its host dir.
+func (e *Executor) discard(ctx context.Context, sb *Sandbox) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.CallTimeout)
+	defer cancel()
+	if sb.helper != nil {
+		_ = sb.helper.Close()
 	}
-	return sb, nil
+	var rmErr error
+	if sb.id != "" {
+		rmErr = removeErrors(e.api.ContainerRemove(ctx, sb.id, container.RemoveOptions{Force: true}))
+	}
+	return errors.Join(rmErr, e.removeHostDir(sb.sandboxID))
 }
 
 // waitReady waits until a command runs in the container, and picks the OOM
@@ -549,10 +590,16 @@ func (e *Executor) makeHostDir(id string, uid, gid int) (string, error) {
 	return filepath.Join(e.o.DataDir, name), nil
 }
 
-// removeHostDir deletes {data}/sandboxes/{id} and what the helper left in it.
+// removeHostDir deletes {data}/sandboxes/{id} and what the helper left in
+// it, and the sandbox's pool slot if it was pooled (on any instance).
 func (e *Executor) removeHostDir(id string) error {
 	if executor.ValidateID("sandbox id", id) != nil {
 		return nil
+	}
+	if insts, err := dirNames(filepath.Join(e.o.DataDir, poolDir)); err == nil {
+		for _, inst := range insts {
+			e.releaseSlot(inst, id)
+		}
 	}
 	if err := e.root.RemoveAll(filepath.Join(sandboxesDir, id)); err != nil {
 		return fmt.Errorf("remove host dir: %w", err)
@@ -573,10 +620,12 @@ func (e *Executor) Close() error {
 	}
 	close(e.stopBg)
 	e.bgDone.Wait()
+	// Pooled containers hold registry marks that CloseAll would wait for.
+	errs := []error{e.pool.close()}
 	// Creates under way finish first (and close what they made), so that
 	// the client and the data dir are still open for them.
 	n, err := e.sandboxes.CloseAll(context.Background())
-	errs := []error{err}
+	errs = append(errs, err)
 	e.unmountImages()
 	e.unmountSandboxesTmpfs()
 	// Our lock file goes while we still hold it; reconcilers that look

@@ -121,6 +121,16 @@ type Options struct {
 	// which Create refuses a sandbox (executor.ErrNoSpace); 0 means
 	// DefaultMinFreeBytes, negative turns the check off.
 	MinFreeBytes int64
+	// Pool is how many started containers to keep ready, per container
+	// configuration, for the first request of new chats; 0 turns the pool
+	// off. It needs the helper and a gateway that can bind-mount in the
+	// Docker daemon's mount namespace (root on the daemon's host); New
+	// fails otherwise. See pool.go for how a chat's workspace reaches a
+	// started container.
+	Pool int
+	// PoolIdle is how long a pooled container waits unused before it is
+	// removed; 0 means DefaultPoolIdle.
+	PoolIdle time.Duration
 	// DryRun makes the reconciler and the retention sweep log what they
 	// would remove without removing it.
 	DryRun bool
@@ -162,6 +172,13 @@ func (o Options) withDefaults() (Options, error) {
 	setDuration(&o.QuotaInterval, DefaultQuotaInterval)
 	if o.QuotaInterval < 0 {
 		return o, fmt.Errorf("docker executor: Options.QuotaInterval %v is negative: %w", o.QuotaInterval, executor.ErrInvalid)
+	}
+	if o.Pool < 0 || o.Pool > 64 {
+		return o, fmt.Errorf("docker executor: Options.Pool %d is out of range; give 0 (off) to 64 containers per configuration: %w", o.Pool, executor.ErrInvalid)
+	}
+	setDuration(&o.PoolIdle, DefaultPoolIdle)
+	if o.PoolIdle < time.Second {
+		return o, fmt.Errorf("docker executor: Options.PoolIdle %v is under a second: %w", o.PoolIdle, executor.ErrInvalid)
 	}
 	if o.MinFreeBytes == 0 {
 		o.MinFreeBytes = DefaultMinFreeBytes

@@ -43,6 +43,7 @@ type Sandbox struct {
 	closeOnce sync.Once
 	closeErr  error
 	release   func() // lease, flock and last-use marker
+	begun     func() // an adopted pooled container's registry mark, ended by Create
 
 	relMu  sync.Mutex // guards release and parked
 	parked bool       // the chat is released, the container idles (Park)
@@ -208,6 +209,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		}
 		s.e.sandboxes.Forget(s.sandboxID)
 		s.releaseChat()
+		s.e.pool.refill(s.plan)
 		s.closeErr = errors.Join(errs...)
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("close sandbox %s: %w", s.sandboxID, s.closeErr)

@@ -42,6 +42,7 @@ func (s *Sandbox) Park() error {
 	}
 	s.release()
 	s.parked = true
+	s.e.pool.refill(s.plan)
 	return nil
 }
 

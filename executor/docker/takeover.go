@@ -18,16 +18,27 @@ import (
 const takeoverPoll = 50 * time.Millisecond
 
 // chatContainers lists the managed containers of one chat on this data
-// directory, in any state.
+// directory, in any state: those labelled with the chat and the pooled
+// ones whose owner record names it.
 func (e *Executor) chatContainers(ctx context.Context, user, chat string) ([]container.Summary, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
 	defer cancel()
-	return e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+	all, err := e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
 		filters.Arg("label", LabelManagedBy+"="+ManagedByValue),
 		filters.Arg("label", LabelDataDir+"="+e.o.DataDir),
-		filters.Arg("label", LabelUser+"="+user),
-		filters.Arg("label", LabelChat+"="+chat),
 	)})
+	if err != nil {
+		return nil, err
+	}
+	var list []container.Summary
+	for _, c := range all {
+		if c.Labels[LabelUser] == user && c.Labels[LabelChat] == chat {
+			list = append(list, c)
+		} else if o, ok := e.pooledOwner(c); ok && o.User == user && o.Chat == chat {
+			list = append(list, c)
+		}
+	}
+	return list, nil
 }
 
 // takeOver makes sure no container is left on the chat's workspace before

@@ -33,14 +33,32 @@ const tickScript = `while :; do echo tick >> ticks; sleep 0.05; done`
 // test binary): it starts an executor on $AGENTBOX_TEST_DATA_DIR, creates
 // a sandbox for takeoverChat, starts tickScript in it, prints
 // "READY <container id> <sandbox id>" once the script writes, and waits to
-// be killed.
+// be killed. With $AGENTBOX_TEST_POOL_HELPER (a helper binary) it runs a
+// pool of one, and the sandbox is a pooled container adopted by the chat.
 func takeoverProcess() int {
 	ctx := context.Background()
 	dataDir := os.Getenv("AGENTBOX_TEST_DATA_DIR")
-	e, err := New(ctx, Options{DataDir: dataDir, Image: testenv.Image(), ReconcileInterval: -1, RetentionInterval: -1})
+	o := Options{DataDir: dataDir, Image: testenv.Image(), ReconcileInterval: -1, RetentionInterval: -1}
+	if bin := os.Getenv("AGENTBOX_TEST_POOL_HELPER"); bin != "" {
+		o.HelperBinary, o.Pool = bin, 1
+	}
+	e, err := New(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if o.Pool > 0 {
+		fill, err := e.Create(ctx, testSpec("fill"))
+		if err == nil {
+			err = fill.Close(ctx)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for e.pool.size() == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	sb, err := e.Create(ctx, testSpec(takeoverChat))
 	if err != nil {
@@ -67,15 +85,23 @@ func takeoverProcess() int {
 // container is gone (the daemon lists only B's container for the chat),
 // and nothing writes to the workspace any more: never two containers on
 // one workspace, without waiting for a reconcile.
+// In the pooled variant A's container was adopted from A's pool: no label
+// names the chat, and B finds it by its owner record.
 func TestTakeoverAfterKill9(t *testing.T) {
+	t.Run("request", func(t *testing.T) { testTakeoverAfterKill9(t, "") })
+	t.Run("pooled", func(t *testing.T) { testTakeoverAfterKill9(t, testenv.HelperBinary(t)) })
+}
+
+func testTakeoverAfterKill9(t *testing.T, poolHelper string) {
 	testenv.RequireImage(t)
 	dataDir := t.TempDir()
+	t.Cleanup(func() { unmountAll(t, dataDir) })
 	// B starts first, so that its startup reconcile cannot be what removes
 	// A's container.
 	b := newTestExecutor(t, func(o *Options) { o.DataDir = dataDir })
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperProcessEnv+"=takeover", "AGENTBOX_TEST_DATA_DIR="+dataDir)
+	cmd.Env = append(os.Environ(), helperProcessEnv+"=takeover", "AGENTBOX_TEST_DATA_DIR="+dataDir, "AGENTBOX_TEST_POOL_HELPER="+poolHelper)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -106,25 +132,39 @@ func TestTakeoverAfterKill9(t *testing.T) {
 	require.NoError(t, cmd.Process.Kill()) // SIGKILL: no cleanup runs
 	_ = cmd.Wait()
 	s0 := size()
-	require.Eventually(t, func() bool { return size() > s0 }, time.Minute, 20*time.Millisecond,
-		"the killed gateway's agent keeps writing to the workspace")
+	if poolHelper == "" {
+		// (The helper kills a command whose caller is gone.)
+		require.Eventually(t, func() bool { return size() > s0 }, time.Minute, 20*time.Millisecond,
+			"the killed gateway's agent keeps writing to the workspace")
+	}
 	ins, err := cli.ContainerInspect(ctx, oldID)
 	require.NoError(t, err, "the killed gateway's container outlives it")
 	require.True(t, ins.State.Running)
 
 	sb := create(t, b, testSpec(takeoverChat))
 
-	// At the moment Create returns, the chat has exactly one container.
+	// At the moment Create returns, the chat has exactly one container
+	// (A's pooled one, if any, is A's to lose with its instance).
 	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
 		filters.Arg("label", LabelDataDir+"="+dataDir),
-		filters.Arg("label", LabelChat+"="+takeoverChat),
 	)})
 	require.NoError(t, err)
 	var ids []string
 	for _, c := range list {
-		ids = append(ids, c.ID)
+		if c.Labels[LabelChat] == takeoverChat || c.ID == oldID {
+			ids = append(ids, c.ID)
+		}
 	}
 	assert.Equal(t, []string{sb.ID()}, ids, "containers on the chat when the new Create returned (old one %s)", shortID(oldID))
+	if poolHelper != "" {
+		// The slot is unmounted; A's pool dir stays mounted until an
+		// executor starts on the data dir and finds A dead.
+		mounts := mountsUnder(t, filepath.Join(dataDir, poolDir))
+		require.Len(t, mounts, 1, "A's pool dir alone: %v", mounts)
+		assert.NotEqual(t, oldSandbox, filepath.Base(mounts[0]))
+		newTestExecutor(t, func(o *Options) { o.DataDir = dataDir })
+		assert.Empty(t, mountsUnder(t, dataDir), "a new executor sweeps a dead instance's pool dir")
+	}
 	_, err = cli.ContainerInspect(ctx, oldID)
 	assert.True(t, cerrdefs.IsNotFound(err), "the old container is gone: %v", err)
 	assert.NoDirExists(t, filepath.Join(dataDir, "sandboxes", oldSandbox), "the old sandbox's host dir")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/internal/hostile"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
 )
 
@@ -54,9 +55,13 @@ func TestAttackReadHostPathsFromMounts(t *testing.T) {
 		quota       docker.QuotaMode
 		runtime     string
 		hideDataDir bool
+		pool        bool
 	}{
-		"loop":     {quota: docker.QuotaLoop, hideDataDir: true},
-		"watchdog": {quota: docker.QuotaWatchdog},
+		"loop": {quota: docker.QuotaLoop, hideDataDir: true},
+		// A started container from the pool (docker.Options.Pool), the
+		// workspace bound into it through its slot on the pool's tmpfs.
+		"loop+pool": {quota: docker.QuotaLoop, hideDataDir: true, pool: true},
+		"watchdog":  {quota: docker.QuotaWatchdog},
 		// gVisor, end to end: the real CLI, the helper's and the model
 		// proxy's sockets, the workspace.
 		"runsc": {quota: docker.QuotaWatchdog, runtime: "runsc"},
@@ -66,7 +71,12 @@ func TestAttackReadHostPathsFromMounts(t *testing.T) {
 				requireRunsc(t)
 			}
 			env := hostile.New(t, hostile.Options{
-				Executor: func(o *docker.Options) { o.Quota = tc.quota },
+				Executor: func(o *docker.Options) {
+					o.Quota = tc.quota
+					if tc.pool {
+						o.Pool = 1
+					}
+				},
 				Assistants: []hostile.Assistant{{Configure: func(a *middleware.Assistant) {
 					a.Sandbox.Spec.Runtime = tc.runtime
 				}}},
@@ -75,6 +85,9 @@ func TestAttackReadHostPathsFromMounts(t *testing.T) {
 			// device whose backing file any container could read.
 			other := env.Run(t, hostile.Turn{User: "u-victim-9c1", Chat: "c-victim-chat-77", Steps: []hostile.Step{hostile.Bash("echo hi > note")}})
 			other.RequireOK(t)
+			if tc.pool {
+				testenv.WaitPooled(t, env.DataDir)
+			}
 
 			r := env.Run(t, hostile.Turn{User: user, Chat: chat, Steps: []hostile.Step{hostile.Bash(probe)}})
 			r.RequireOK(t)
@@ -84,6 +97,9 @@ func TestAttackReadHostPathsFromMounts(t *testing.T) {
 			require.Contains(t, out, " /workspace ", "mountinfo lists the workspace mount")
 			if tc.runtime == "runsc" {
 				require.NotNil(t, r.Init, "the CLI started under gVisor")
+			}
+			if tc.pool {
+				assert.Regexp(t, `(?m)^.* / /workspace .*master:.*$`, out, "the workspace came into a pooled container by propagation")
 			}
 			t.Logf("what the agent read:\n%s", out)
 

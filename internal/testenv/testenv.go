@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -194,4 +196,37 @@ func RequireCluster(t testing.TB) string {
 	}
 	t.Skip("no cluster: AGENTBOX_KUBECONFIG is unset (internal/k8s/test.sh sets it; or make k8s-up and export AGENTBOX_KUBECONFIG=/var/lib/agentbox-k8s/admin.kubeconfig)")
 	return ""
+}
+
+// WaitPooled waits until the Docker executor on dataDir has a pooled
+// container (label io.agentbox.pool) whose helper listens (exec.sock in
+// its host dir), plus a second for the executor's own readiness check
+// (the helper's hello), and fails t after two minutes.
+func WaitPooled(t testing.TB, dataDir string) {
+	t.Helper()
+	filter := url.QueryEscape(fmt.Sprintf(`{"label":["io.agentbox.pool","io.agentbox.data-dir=%s"]}`, dataDir))
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := dockerGet(ctx, "/containers/json?filters="+filter)
+		if err != nil {
+			cancel()
+			t.Fatalf("list pooled containers: %v", err)
+		}
+		var list []struct{ Labels map[string]string }
+		err = json.NewDecoder(resp.Body).Decode(&list)
+		_ = resp.Body.Close()
+		cancel()
+		if err != nil {
+			t.Fatalf("list pooled containers: %v", err)
+		}
+		for _, c := range list {
+			if _, err := os.Stat(filepath.Join(dataDir, "sandboxes", c.Labels["io.agentbox.sandbox"], "exec.sock")); err == nil {
+				time.Sleep(time.Second)
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the executor on %s never had a started pooled container", dataDir)
 }
