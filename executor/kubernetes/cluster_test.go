@@ -306,6 +306,20 @@ func TestClusterLease(t *testing.T) {
 	require.NoError(t, sb.Close(context.Background()))
 	sb, err = e.Create(t.Context(), spec)
 	require.NoError(t, err)
+	// A renewal the API server applied while the executor's call gave up
+	// (a timeout under load, or Close stopping it mid-call) leaves the
+	// executor with a stale resourceVersion; its Close must still delete
+	// the leases it holds (clusterExecutor's cleanup asserts none is left).
+	leases := e.cs.CoordinationV1().Leases(e.o.Namespace)
+	list, err := leases.List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 2, "the instance lease and the chat's")
+	for _, l := range list.Items {
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.RenewTime = &now
+		_, err := leases.Update(t.Context(), &l, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
 	require.NoError(t, sb.Close(context.Background()))
 }
 

@@ -255,8 +255,30 @@ func (h *heldLease) release(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.e.o.CallTimeout)
 	defer cancel()
-	err := h.e.cs.CoordinationV1().Leases(h.e.o.Namespace).Delete(ctx, h.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		h.e.logger.Warn("could not delete a lease; it expires by itself", "lease", h.name, "error", err)
+	leases := h.e.cs.CoordinationV1().Leases(h.e.o.Namespace)
+	for range 3 {
+		err := leases.Delete(ctx, h.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		if err == nil || apierrors.IsNotFound(err) {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			h.e.logger.Warn("could not delete a lease; it expires by itself", "lease", h.name, "error", err)
+			return
+		}
+		// A renewal the server applied after its call had timed out here
+		// (a loaded API server) left rv stale: delete the lease if it is
+		// still ours, at its current version.
+		cur, err := leases.Get(ctx, h.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if err != nil {
+			h.e.logger.Warn("could not delete a lease; it expires by itself", "lease", h.name, "error", err)
+			return
+		}
+		if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != h.e.o.InstanceID {
+			return // taken over meanwhile: not ours to delete
+		}
+		rv = cur.ResourceVersion
 	}
 }
