@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 )
 
 // MaxMCPLine caps one newline-delimited JSON-RPC message on the MCP relay,
@@ -137,6 +136,13 @@ var ErrMCPRefused = errors.New("helper: the host refused the mcp relay")
 // token and server id, then relays newline-delimited JSON-RPC between stdio
 // and the socket until either side ends. A message over the cap ends the
 // relay with ErrFrameTooLarge.
+//
+// It returns as soon as the relay is over, without waiting for a read of
+// Stdin that may never return: when the host closes the connection, when
+// Stdin ends and the host has answered what was sent, and at once when ctx
+// ends (the CLI's SIGINT or SIGTERM at its exit). An MCP server that
+// lingers costs every run: Claude Code escalates from SIGINT to SIGKILL
+// over about half a second before it exits.
 func RunMCPRelay(ctx context.Context, o MCPRelayOptions) error {
 	if o.Dir == "" {
 		o.Dir = ContainerDir
@@ -152,34 +158,50 @@ func RunMCPRelay(ctx context.Context, o MCPRelayOptions) error {
 		return err
 	}
 	defer func() { _ = conn.Close() }()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	defer stop()
 
-	var wg sync.WaitGroup
-	errc := make(chan error, 2)
-	wg.Go(func() {
+	in, out := make(chan error, 1), make(chan error, 1)
+	go func() {
 		err := copyLines(conn, NewLineReader(o.Stdin, o.MaxLine))
+		// Sent before the close that ends the other copy, so that its
+		// end finds this error (a message over the cap) waiting.
+		in <- err
 		if hc, ok := conn.(halfCloser); ok && err == nil {
 			_ = hc.CloseWrite()
 		} else {
 			_ = conn.Close()
 		}
-		errc <- err
-	})
-	wg.Go(func() {
-		err := copyLines(o.Stdout, up)
-		_ = conn.Close()
-		errc <- err
-	})
-	wg.Wait()
-	close(errc)
-	var errs []error
-	for e := range errc {
-		if e != nil && !errors.Is(e, net.ErrClosed) {
-			errs = append(errs, e)
+	}()
+	go func() { out <- copyLines(o.Stdout, up) }()
+	quiet := func(err error) error {
+		select {
+		case inErr := <-in:
+			if inErr != nil {
+				return inErr
+			}
+		default:
+		}
+		if errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		return err
+	}
+	select {
+	case err := <-out:
+		return quiet(err)
+	case <-ctx.Done():
+		return nil
+	case err := <-in:
+		if err != nil {
+			return err
 		}
 	}
-	return errors.Join(errs...)
+	// Stdin ended: the host's answers to what was sent still go out.
+	select {
+	case err := <-out:
+		return quiet(err)
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 // DialMCP dials Dir/mcp.sock, presents the token and o.Server (an empty
