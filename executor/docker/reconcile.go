@@ -31,6 +31,7 @@ type reconciler struct {
 	held          func(sandboxID string) bool
 	instanceAlive func(instance string) bool
 	removeHostDir func(sandboxID string) error
+	pooledOwner   func(c container.Summary) (owner, bool)
 	now           func() time.Time
 }
 
@@ -56,6 +57,7 @@ func (e *Executor) newReconciler() *reconciler {
 		held:          e.holds,
 		instanceAlive: e.instanceAlive,
 		removeHostDir: e.removeHostDir,
+		pooledOwner:   e.pooledOwner,
 		now:           time.Now,
 	}
 }
@@ -98,7 +100,13 @@ func (r *reconciler) reconcile(ctx context.Context) ([]string, error) {
 		default:
 			continue
 		}
-		log := r.logger.With("container", shortID(c.ID), "sandbox", sbID, "instance", inst, "user", labels[LabelUser], "chat", labels[LabelChat], "reason", why)
+		user, chat := labels[LabelUser], labels[LabelChat]
+		if r.pooledOwner != nil {
+			if o, ok := r.pooledOwner(c); ok {
+				user, chat = o.User, o.Chat // adopted from a pool: no chat label
+			}
+		}
+		log := r.logger.With("container", shortID(c.ID), "sandbox", sbID, "instance", inst, "user", user, "chat", chat, "reason", why)
 		if r.dryRun {
 			log.Info("would remove orphaned container (dry run)")
 			continue
