@@ -441,24 +441,43 @@ func (r *run) open(ctx context.Context) error {
 }
 
 // openTools starts the run's tool session when the gateway serves tools
-// (Options.Tools).
+// (Options.Tools), or takes the one opened for the chat's pre-started CLI.
 func (r *run) openTools(sb executor.Sandbox) error {
-	host := r.o.opts.Tools
-	if host == nil {
+	if r.o.opts.Tools == nil {
 		return nil
 	}
-	uid, gid, err := executor.ParseUser(r.a.Sandbox.Spec.User)
-	if err != nil {
-		return err
+	if pre := r.warm.preCLI(); pre != nil && pre.tools != nil {
+		if pre.toolsFor != r.req.UserID+"/"+r.req.ChatID {
+			// Another chat in the same client sandbox: the CLI and its
+			// tool session were made for the previous one.
+			r.log.Debug("the pre-started CLI was made for another chat; the turn starts a new one")
+			pre.discard(r.o.opts.TeardownTimeout)
+			r.warm.pre = nil
+		} else {
+			pre.toolsRelay.set(r.toolEvent)
+			r.tools, pre.tools = pre.tools, nil
+			return nil
+		}
 	}
-	s, err := host.Open(ToolGrant{HostDir: sb.HostDir(), UID: uid, GID: gid, Box: sb, Sandbox: sb.ID(),
-		User: r.req.UserID, Chat: r.req.ChatID, Assistant: r.a.ID, AllowedTools: r.a.Sandbox.Run.AllowedTools,
-		OnShellCall: r.toolEvent})
+	s, err := r.openToolSession(sb, r.toolEvent)
 	if err != nil {
 		return err
 	}
 	r.tools = s
 	return nil
+}
+
+// openToolSession opens a tool session on sb for the request's chat and
+// the assistant's allowed tools; onShellCall hears of the agent's shell
+// tool calls. It returns nil when the host serves none of the tools.
+func (r *run) openToolSession(sb executor.Sandbox, onShellCall func(ToolCall)) (io.Closer, error) {
+	uid, gid, err := executor.ParseUser(r.a.Sandbox.Spec.User)
+	if err != nil {
+		return nil, err
+	}
+	return r.o.opts.Tools.Open(ToolGrant{HostDir: sb.HostDir(), UID: uid, GID: gid, Box: sb, Sandbox: sb.ID(),
+		User: r.req.UserID, Chat: r.req.ChatID, Assistant: r.a.ID, AllowedTools: r.a.Sandbox.Run.AllowedTools,
+		OnShellCall: onShellCall})
 }
 
 // toolEvent streams a gateway tool call that the agent made from its

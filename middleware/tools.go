@@ -18,8 +18,9 @@ type ToolHost interface {
 	// no error when the host serves none of g.AllowedTools.
 	Open(g ToolGrant) (io.Closer, error)
 	// Serves reports whether Open would serve any of allowedTools. A run
-	// with such a tool needs its own session, opened with the request, so
-	// the next turn's CLI cannot be started before the request comes.
+	// with such a tool needs a session before its CLI starts: for a
+	// pre-started CLI (session policy) it opens with the chat's identity
+	// when the previous turn ends, and the next request takes it.
 	Serves(allowedTools []string) bool
 }
 

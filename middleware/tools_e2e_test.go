@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ type toolsE2E struct {
 	api   *scriptedapi.Server
 	o     *middleware.Orchestrator
 	logs  *testenv.SyncBuffer // the tool host's log
+	mwLog *testenv.SyncBuffer // the middleware's log
 	mu    sync.Mutex
 	calls []mcphost.Call
 }
@@ -61,7 +63,10 @@ func toolsScript(r *scriptedapi.Request) scriptedapi.Turn {
 	return scriptedapi.Say("Bash said: " + strings.TrimSpace(last.Result))
 }
 
-func newToolsE2E(t *testing.T) *toolsE2E {
+// newToolsE2E starts the stack; with idle > 0 the assistant has the
+// session policy (kept container, pre-started CLI) and the middleware's
+// debug log goes to env.mwLog.
+func newToolsE2E(t *testing.T, idle time.Duration) *toolsE2E {
 	t.Helper()
 	img := testenv.RequireImage(t)
 	bin := testenv.HelperBinary(t)
@@ -97,6 +102,8 @@ func newToolsE2E(t *testing.T) *toolsE2E {
 		StallTimeout: time.Minute,
 		Connector:    middleware.Connector{Upstream: env.api.URL, Key: connectorKey},
 	}}
+	coder.Sandbox.Spec.IdleTTL = idle
+	env.mwLog = &testenv.SyncBuffer{}
 	cat, err := middleware.NewCatalog(coder)
 	require.NoError(t, err)
 	env.o, err = middleware.New(context.Background(), middleware.Options{
@@ -109,7 +116,9 @@ func newToolsE2E(t *testing.T) *toolsE2E {
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
 			return modelroute.New(modelroute.Options{}), nil
 		},
-		Tools: agentbox.MCPTools(host),
+		Tools:      agentbox.MCPTools(host),
+		SessionDir: filepath.Join(t.TempDir(), "sessions"),
+		Logger:     hclog.New(&hclog.LoggerOptions{Output: env.mwLog, Level: hclog.Debug}),
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, env.o.Close()) })
@@ -123,7 +132,7 @@ func newToolsE2E(t *testing.T) *toolsE2E {
 // outside the assistant's allowlist is neither offered nor callable
 // through abx.
 func TestE2EToolCallsReachTheHost(t *testing.T) {
-	env := newToolsE2E(t)
+	env := newToolsE2E(t, 0)
 	var mu sync.Mutex
 	var events []executor.Event
 	resp, err := env.o.Wrap(middleware.UnknownAssistant).Handle(context.Background(), &middleware.Request{
@@ -212,4 +221,72 @@ func TestE2EToolCallsReachTheHost(t *testing.T) {
 	assert.Contains(t, resp.Content, `Bash said: `)
 	assert.Contains(t, resp.Content, `tool "mcp__orders__cancel" is not available to this assistant`)
 	t.Logf("answer: %s", resp.Content)
+}
+
+// TestE2EToolsWithAPreStartedCLI: with the session policy, the next turn's
+// CLI starts when the previous turn ends, its MCP server connected to a
+// tool session opened then with the chat's identity. The next request
+// takes that CLI and that session: the MCP call and the abx call reach the
+// handler as alice's, and abx's call is an event of the second request's
+// stream (the relay hands it to the run that took the session).
+func TestE2EToolsWithAPreStartedCLI(t *testing.T) {
+	env := newToolsE2E(t, 10*time.Minute)
+	ctx := context.Background()
+	handle := func(msgs []executor.Message, chatAndSandbox ...string) (*middleware.Response, []executor.Event) {
+		var mu sync.Mutex
+		var events []executor.Event
+		req := &middleware.Request{AssistantID: "coder", UserID: "alice", ChatID: "warm-tools", Messages: msgs}
+		if len(chatAndSandbox) == 2 {
+			req.ChatID, req.SandboxID = chatAndSandbox[0], chatAndSandbox[1]
+		}
+		resp, err := env.o.Wrap(middleware.UnknownAssistant).Handle(ctx, req, func(ev executor.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if ev.Kind == executor.EventToolUse {
+				events = append(events, ev)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		mu.Lock()
+		defer mu.Unlock()
+		return resp, events
+	}
+	first, _ := handle([]executor.Message{{Role: "user", Content: "Where is my order?"}})
+	require.NoError(t, env.o.Settle(ctx))
+	require.Contains(t, env.mwLog.String(), "pre_started=true", "the next turn's CLI was started with the tools session")
+	n := len(env.recorded())
+
+	second, events := handle([]executor.Message{{Role: "user", Content: "Where is my order?"},
+		{Role: "assistant", Content: first.Content}, {Role: "user", Content: "And again?"}})
+	assert.Contains(t, env.mwLog.String(), "the pre-started CLI takes the turn's message")
+	calls := env.recorded()[n:]
+	require.Len(t, calls, 2, "the MCP call and the abx call of the second turn reached the handler")
+	for _, c := range calls {
+		assert.Equal(t, mcphost.Identity{User: "alice", Chat: "warm-tools", Assistant: "coder"}, c.Identity)
+	}
+	var abx int
+	for _, ev := range events {
+		if strings.HasPrefix(ev.Tool.ID, mcphost.ViaCLI+"-") {
+			abx++
+		}
+	}
+	assert.Equal(t, 1, abx, "abx's call is an event of the second request")
+	assert.Contains(t, second.Content, "Bash said: ")
+
+	// In a client sandbox the next request may be another chat: the CLI
+	// and tool session pre-started for the previous chat are not used,
+	// and the tools see the new chat.
+	_, err := env.o.CreateSandbox(ctx, "alice", middleware.SandboxCreate{ID: "box", Assistant: "coder"})
+	require.NoError(t, err)
+	handle([]executor.Message{{Role: "user", Content: "Where is my order?"}}, "box-chat-1", "box")
+	require.NoError(t, env.o.Settle(ctx))
+	n = len(env.recorded())
+	handle([]executor.Message{{Role: "user", Content: "Where is my order?"}}, "box-chat-2", "box")
+	assert.Contains(t, env.mwLog.String(), "the pre-started CLI was made for another chat")
+	calls = env.recorded()[n:]
+	require.Len(t, calls, 2)
+	for _, c := range calls {
+		assert.Equal(t, "box-chat-2", c.Identity.Chat, "a tool call of chat 2 is chat 2's")
+	}
 }

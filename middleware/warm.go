@@ -339,12 +339,54 @@ type preCLI struct {
 	// not resuming one.
 	fresh bool
 	proc  *agentProc
+	// tools is the gateway's tool session the CLI's MCP server connected
+	// to at its start, opened for the chat's next request; that request
+	// takes it (openTools), and the relay then sends its shell calls to
+	// that run. Nil when the assistant uses no gateway tool.
+	tools      io.Closer
+	toolsRelay *toolRelay
+	toolsFor   string // the user and chat the tool session serves
 }
 
-// discard stops the CLI and waits for it up to wait. It is safe on nil.
+// preCLI is e's pre-started CLI; nil for a nil e.
+func (e *warmEntry) preCLI() *preCLI {
+	if e == nil {
+		return nil
+	}
+	return e.pre
+}
+
+// toolRelay hands the shell tool calls of a tool session opened before its
+// request to the run that took the session.
+type toolRelay struct {
+	mu sync.Mutex
+	to func(ToolCall)
+}
+
+func (t *toolRelay) call(c ToolCall) {
+	t.mu.Lock()
+	to := t.to
+	t.mu.Unlock()
+	if to != nil {
+		to(c)
+	}
+}
+
+func (t *toolRelay) set(to func(ToolCall)) {
+	t.mu.Lock()
+	t.to = to
+	t.mu.Unlock()
+}
+
+// discard stops the CLI and waits for it up to wait, and closes the tool
+// session no request took. It is safe on nil.
 func (p *preCLI) discard(wait time.Duration) {
 	if p == nil {
 		return
+	}
+	if p.tools != nil {
+		_ = p.tools.Close()
+		p.tools = nil
 	}
 	p.proc.cancel()
 	_ = p.proc.stdin.Close()
@@ -531,9 +573,11 @@ func (r *run) resetContainer(ctx context.Context, e *warmEntry) error {
 }
 
 // preStart starts the next turn's CLI resuming the chat's session, or
-// returns nil when it cannot (no session kept, the gateway's tools in
-// use, a model router that cannot route a token chosen beforehand).
-func (r *run) preStart(e *warmEntry) *preCLI {
+// returns nil when it cannot (no session kept, a model router that cannot
+// route a token chosen beforehand). When the assistant uses the gateway's
+// tools, their session for the next request opens first, with the chat's
+// identity, so that the CLI's MCP server connects to it at start.
+func (r *run) preStart(e *warmEntry) (pre *preCLI) {
 	cs := r.session
 	runner := r.o.runners[r.a.Sandbox.Runner]
 	fresh := cs == nil && r.prewarming
@@ -548,10 +592,25 @@ func (r *run) preStart(e *warmEntry) *preCLI {
 			return nil
 		}
 	}
+	var tools io.Closer
+	var relay *toolRelay
 	if r.o.opts.Tools != nil && r.o.opts.Tools.Serves(r.a.Sandbox.Run.AllowedTools) {
-		// The tools session is per request; a CLI started before it
-		// would not reach it.
-		return nil
+		if fresh {
+			// A tool session names its chat, which a pre-warmed
+			// sandbox's first request chooses.
+			return nil
+		}
+		relay = &toolRelay{}
+		var err error
+		if tools, err = r.openToolSession(r.sb, relay.call); err != nil || tools == nil {
+			r.log.Debug("no tool session for the next turn; its CLI starts with the request", "error", err)
+			return nil
+		}
+		defer func() {
+			if pre == nil {
+				_ = tools.Close()
+			}
+		}()
 	}
 	rr := r.runRequest()
 	var tok string
@@ -585,7 +644,8 @@ func (r *run) preStart(e *warmEntry) *preCLI {
 	pr, pw := io.Pipe()
 	proc := r.startProc(ctx, inv, pr, time.Until(e.lifeEnd))
 	proc.stdin = pw
-	return &preCLI{inv: inv, token: tok, session: rr.SessionID, fresh: fresh, proc: proc}
+	return &preCLI{inv: inv, token: tok, session: rr.SessionID, fresh: fresh, proc: proc, tools: tools, toolsRelay: relay,
+		toolsFor: r.req.UserID + "/" + r.req.ChatID}
 }
 
 // openWarmRoute opens the model route of a turn in a kept container: for
@@ -609,6 +669,11 @@ func (r *run) usePre(inv executor.Invocation) *agentProc {
 	}
 	pre := e.pre
 	e.pre = nil
+	if pre.toolsRelay != nil && pre.tools != nil {
+		// Its MCP server is connected to a session this run did not take.
+		pre.discard(r.o.opts.TeardownTimeout)
+		return nil
+	}
 	if !pre.sameStart(inv) {
 		r.log.Debug("the turn starts the CLI differently (its system prompt, tools, model or session changed); the pre-started CLI is replaced")
 		pre.discard(r.o.opts.TeardownTimeout)
