@@ -155,6 +155,7 @@ func TestPoolOptionsRefused(t *testing.T) {
 		"no helper": {Pool: 1},
 		"negative":  {Pool: -1, UseImageHelper: true},
 		"too short": {Pool: 1, UseImageHelper: true, PoolIdle: time.Millisecond},
+		"idle only": {UseImageHelper: true, PoolIdle: time.Minute},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o.DataDir = t.TempDir()
