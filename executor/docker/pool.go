@@ -52,6 +52,10 @@ const (
 	// PolicyPool is LabelPolicy of a pooled container.
 	PolicyPool = "pool"
 
+	// poolMaxFailures is how many fills in a row may fail before the
+	// pool turns itself off (a daemon that cannot see the pool's mounts).
+	poolMaxFailures = 3
+
 	poolDir       = "pool"
 	poolOwnersDir = "pool-owners"
 )
@@ -66,6 +70,8 @@ type pool struct {
 	ready   map[string][]*poolEntry // by key, oldest first
 	filling map[string]int
 	closed  bool
+	failed  int  // fills that failed in a row
+	off     bool // turned off after poolMaxFailures of them
 	fills   sync.WaitGroup
 }
 
@@ -285,7 +291,7 @@ func (pl *pool) refill(p plan) {
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	for n := len(pl.ready[key]) + pl.filling[key]; n < pl.e.o.Pool && !pl.closed; n++ {
+	for n := len(pl.ready[key]) + pl.filling[key]; n < pl.e.o.Pool && !pl.closed && !pl.off; n++ {
 		pl.filling[key]++
 		pl.fills.Add(1)
 		go pl.fill(p, key)
@@ -302,10 +308,22 @@ func (pl *pool) fill(p plan, key string) {
 	if err == nil && !closed {
 		pl.ready[key] = append(pl.ready[key], ent)
 	}
+	turnedOff := false
+	switch {
+	case err == nil:
+		pl.failed = 0
+	case !errors.Is(err, executor.ErrNotRunning):
+		pl.failed++
+		if pl.failed >= poolMaxFailures && !pl.off {
+			pl.off, turnedOff = true, true
+		}
+	}
 	pl.mu.Unlock()
 	switch {
 	case errors.Is(err, executor.ErrNotRunning):
 		pl.e.logger.Debug("no pooled container: the executor is closing", "error", err)
+	case turnedOff:
+		pl.e.logger.Error("the container pool is off: its containers failed to start again and again; requests start their own (the Docker daemon must see the pool's mounts: run the gateway as root in the daemon's mount namespace)", "failures", poolMaxFailures, "error", err)
 	case err != nil:
 		pl.e.logger.Warn("cannot start a pooled container", "error", err)
 	case closed:

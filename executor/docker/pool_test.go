@@ -2,13 +2,18 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -192,4 +197,40 @@ func unmountAll(t *testing.T, dir string) {
 	for _, m := range mounts {
 		_ = unmountDir(m)
 	}
+}
+
+// failingCreate is a daemon on which no container can be created (one
+// that cannot see the pool's mounts, say).
+type failingCreate struct {
+	fakeDocker
+	creates atomic.Int32
+}
+
+func (f *failingCreate) ContainerCreate(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
+	f.creates.Add(1)
+	return container.CreateResponse{}, errors.New("invalid mount config: bind source path does not exist")
+}
+
+// TestPoolTurnsOffAfterFailures: a pool whose containers cannot start
+// stops trying after poolMaxFailures fills in a row, instead of trying
+// (and warning) after every request.
+func TestPoolTurnsOffAfterFailures(t *testing.T) {
+	testenv.RequireRoot(t, "the pool mounts a tmpfs")
+	api := &failingCreate{}
+	o, err := Options{DataDir: t.TempDir(), Image: "img", UseImageHelper: true, Pool: 1, ReconcileInterval: -1, RetentionInterval: -1}.withDefaults()
+	require.NoError(t, err)
+	e, err := newExecutor(context.Background(), o, api)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	p, err := newPlan(testSpec("x"), e.o, time.Now())
+	require.NoError(t, err)
+	for range poolMaxFailures + 2 {
+		e.pool.refill(p)
+		e.pool.fills.Wait()
+	}
+	assert.Equal(t, int32(poolMaxFailures), api.creates.Load(), "no fill after the pool turned off")
+	assert.True(t, e.pool.off)
+	names, err := dirNames(e.pool.root)
+	require.NoError(t, err)
+	assert.Empty(t, names, "failed fills leave no slot")
 }
