@@ -176,12 +176,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Pool < 0 || o.Pool > 64 {
 		return o, fmt.Errorf("docker executor: Options.Pool %d is out of range; give 0 (off) to 64 containers per configuration: %w", o.Pool, executor.ErrInvalid)
 	}
-	if o.Pool == 0 && o.PoolIdle != 0 {
+	switch {
+	case o.Pool > 0:
+		setDuration(&o.PoolIdle, DefaultPoolIdle)
+		if o.PoolIdle < time.Second {
+			return o, fmt.Errorf("docker executor: Options.PoolIdle %v is under a second: %w", o.PoolIdle, executor.ErrInvalid)
+		}
+	case o.PoolIdle != 0:
 		return o, fmt.Errorf("docker executor: Options.PoolIdle is set but Options.Pool is 0 (no pool); set Pool or drop PoolIdle: %w", executor.ErrInvalid)
-	}
-	setDuration(&o.PoolIdle, DefaultPoolIdle)
-	if o.PoolIdle < time.Second {
-		return o, fmt.Errorf("docker executor: Options.PoolIdle %v is under a second: %w", o.PoolIdle, executor.ErrInvalid)
 	}
 	if o.MinFreeBytes == 0 {
 		o.MinFreeBytes = DefaultMinFreeBytes
