@@ -429,7 +429,7 @@ func (pl *pool) close() error {
 	return nil
 }
 
-// size reports the ready containers per key (tests, Inventory-like views).
+// size reports how many containers are ready, all keys together (tests).
 func (pl *pool) size() int {
 	if pl == nil {
 		return 0

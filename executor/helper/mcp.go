@@ -185,22 +185,20 @@ func RunMCPRelay(ctx context.Context, o MCPRelayOptions) error {
 		}
 		return err
 	}
-	select {
-	case err := <-out:
-		return quiet(err)
-	case <-ctx.Done():
-		return nil
-	case err := <-in:
-		if err != nil {
-			return err
+	for {
+		select {
+		case err := <-out:
+			return quiet(err)
+		case <-ctx.Done():
+			return nil
+		case err := <-in:
+			if err != nil {
+				return err
+			}
+			// Stdin ended: the host's answers to what was sent still go
+			// out, until the host hangs up.
+			in = nil
 		}
-	}
-	// Stdin ended: the host's answers to what was sent still go out.
-	select {
-	case err := <-out:
-		return quiet(err)
-	case <-ctx.Done():
-		return nil
 	}
 }
 
