@@ -552,7 +552,11 @@ func TestClusterReplicas(t *testing.T) {
 
 // TestClusterModelRelay: the agent's model port in the pod reaches an HTTP
 // server of the gateway through connections the gateway parked in the
-// helper over the port forward; the pod itself has no network.
+// helper over the port forward; the pod itself has no network. busybox
+// wget asks for Connection: close, so the server closes right after
+// writing each response: every byte written before the close must reach
+// the pod (a stream reset as the connection closed lost whole responses,
+// one run in six under load).
 func TestClusterModelRelay(t *testing.T) {
 	e := clusterExecutor(t, Options{})
 	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u1", ChatID: "relay"})
@@ -561,7 +565,12 @@ func TestClusterModelRelay(t *testing.T) {
 	ks := sb.(*Sandbox)
 	ln, err := ks.ListenHost(t.Context(), helper.ModelSocket)
 	require.NoError(t, err)
+	big := strings.Repeat("0123456789abcdef", 4096)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			_, _ = io.WriteString(w, big)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		_, _ = fmt.Fprintf(w, "gateway saw %s %s %s", r.Method, r.URL.Path, body)
 	})}
@@ -573,14 +582,24 @@ func TestClusterModelRelay(t *testing.T) {
 	require.Equal(t, 0, res.ExitCode)
 	assert.Equal(t, "gateway saw POST /v1/messages hi", out)
 	var d []time.Duration
-	for range 10 {
+	for i := range 10 {
 		start := time.Now()
-		out, _ = run(t, sb, "wget", "-qO-", url)
+		var o, e bytes.Buffer
+		res, err := sb.Exec(t.Context(), &executor.Cmd{Args: []string{"wget", "-qO-", url}, Stdout: &o, Stderr: &e})
+		require.NoError(t, err)
 		d = append(d, time.Since(start))
-		require.Equal(t, "gateway saw GET /v1/messages ", out)
+		require.Equal(t, "gateway saw GET /v1/messages ", o.String(), "request %d: exit %d, stderr %q", i, res.ExitCode, e.String())
 	}
 	slices.Sort(d)
 	t.Logf("wget through the model relay, exec included: median %v max %v", d[len(d)/2], d[len(d)-1])
+	for i := range 20 {
+		var o, e bytes.Buffer
+		res, err := sb.Exec(t.Context(), &executor.Cmd{Args: []string{"wget", "-qO-", ks.ModelBaseURL() + "/big"}, Stdout: &o, Stderr: &e})
+		require.NoError(t, err)
+		require.Equal(t, 0, res.ExitCode, "64 KiB response %d: stderr %q", i, e.String())
+		require.Equal(t, len(big), o.Len(), "64 KiB response %d", i)
+		require.Equal(t, big, o.String(), "64 KiB response %d", i)
+	}
 }
 
 // TestClusterEgressRelay: a pod created with Spec.Egress sends its HTTP

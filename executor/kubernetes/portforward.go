@@ -61,7 +61,7 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 		return nil, fmt.Errorf("kubernetes executor: port-forward to %s:%d: data stream: %w", s.name, port, err)
 	}
 	user, inner := net.Pipe()
-	pc := &pfConn{Conn: user, inner: inner, data: data, errs: errStream, conn: conn, broken: func() { s.dropPF(conn) }}
+	pc := &pfConn{Conn: user, inner: inner, data: data, errs: errStream, conn: conn, broken: func() { s.dropPF(conn) }, sent: make(chan struct{})}
 	go pc.pump()
 	return pc, nil
 }
@@ -73,7 +73,8 @@ type pfConn struct {
 	inner      net.Conn
 	data, errs httpstream.Stream
 	conn       httpstream.Connection
-	broken     func() // drops conn: the kubelet reported an error on it
+	broken     func()        // drops conn: the kubelet reported an error on it
+	sent       chan struct{} // closed when the copy to the pod ended, its last bytes on the stream
 	once       sync.Once
 	mu         sync.Mutex
 	remoteErr  error
@@ -99,6 +100,7 @@ func (c *pfConn) pump() {
 		}
 	}()
 	go func() {
+		defer close(c.sent)
 		_, _ = io.Copy(c.data, c.inner)
 		_ = c.data.Close() // half-close: the pod's side sees EOF
 	}()
@@ -117,13 +119,33 @@ func (c *pfConn) pump() {
 // stream.
 const pfErrorWait = 2 * time.Second
 
-// Close ends the connection both ways and frees its streams.
+// pfCloseWait bounds how long a closed connection waits for the bytes the
+// caller wrote before Close to reach the stream (a pod that stopped
+// reading).
+const pfCloseWait = 5 * time.Second
+
+// Close ends the connection both ways and frees its streams, without
+// waiting. What the caller wrote before Close still reaches the pod: the
+// pipe hands it over before Write returns, but the copy may not have put
+// it on the stream yet, and a reset stream drops it (an HTTP server that
+// writes its response and closes, as the model relay's does for a client
+// that asked for Connection: close, lost the response that way). So the
+// stream is reset only once the copy to the pod has sent it and
+// half-closed, or after pfCloseWait.
 func (c *pfConn) Close() error {
 	c.once.Do(func() {
-		_ = c.Conn.Close()
-		_ = c.inner.Close()
-		_ = c.data.Reset()
-		c.conn.RemoveStreams(c.data, c.errs)
+		_ = c.Conn.Close() // the copy to the pod reads EOF after what it holds
+		go func() {
+			t := time.NewTimer(pfCloseWait)
+			defer t.Stop()
+			select {
+			case <-c.sent:
+			case <-t.C:
+			}
+			_ = c.inner.Close()
+			_ = c.data.Reset()
+			c.conn.RemoveStreams(c.data, c.errs)
+		}()
 	})
 	return nil
 }
