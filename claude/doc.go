@@ -58,7 +58,10 @@
 // DISABLE_AUTOUPDATER and friends, ENABLE_TOOL_SEARCH=false (from
 // 2.1.3xx the CLI otherwise defers MCP tools behind its ToolSearch tool,
 // and the model's tool list lacks the gateway's tools until it searches),
-// MCP_CONNECTION_NONBLOCKING=0, and IS_SANDBOX=1 only in
+// MCP_CONNECTION_NONBLOCKING=0, BUN_JSC_numberOfGCMarkers=2 under a CPU
+// quota below two cores (RunRequest.CPUs: the CLI's runtime reads the
+// quota in its cgroup and would mark on one thread, which made every
+// message wait about 70 ms longer), and IS_SANDBOX=1 only in
 // bypassPermissions mode (the CLI refuses that mode as root otherwise).
 //
 // Sandbox arguments (package.yao sandbox.arguments): max_turns (1-1000,

@@ -104,7 +104,21 @@ func TestInvocationDefaults(t *testing.T) {
 		"CLAUDE_CODE_DISABLE_TERMINAL_TITLE":           "1",
 		"CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD": "1",
 		"MCP_CONNECTION_NONBLOCKING":                   "0",
+		"BUN_JSC_numberOfGCMarkers":                    "2",
 	}, env, "the environment is built from scratch")
+}
+
+// TestInvocationGCMarkers: the CLI's runtime marks with two threads when
+// the sandbox's quota would have it mark with one (below two cores, the
+// executors' default of one included), and sizes itself above that.
+func TestInvocationGCMarkers(t *testing.T) {
+	for cpus, want := range map[float64]string{0: "2", 0.5: "2", 1: "2", 1.5: "2", 2: "", 4: ""} {
+		req := baseRequest()
+		req.CPUs = cpus
+		inv, err := claude.New().Invocation(req)
+		require.NoError(t, err)
+		assert.Equal(t, want, envMap(inv.Env)["BUN_JSC_numberOfGCMarkers"], "max_cpu %v", cpus)
+	}
 }
 
 func TestInvocationArguments(t *testing.T) {

@@ -31,6 +31,10 @@ type RunRequest struct {
 	// ModelBaseURL is where the CLI reaches the model from inside the
 	// container (the helper's forwarder, e.g. http://127.0.0.1:7000).
 	ModelBaseURL string
+	// CPUs is the sandbox's CPU quota in cores (Spec.CPUs; 0: the
+	// executors' default, DefaultCPUs). A runner may size the CLI's
+	// runtime by it.
+	CPUs float64
 	// APIKey is the per-request token the model proxy accepts; never the
 	// connector's real key, except for a runner whose CLI cannot use the
 	// model proxy (cursor: cursor-agent talks only to Cursor's service), which

@@ -99,6 +99,7 @@ func (r *run) runRequest() executor.RunRequest {
 	rr.Messages = nil
 	rr.Workdir = r.sb.Workdir()
 	rr.Home = r.home()
+	rr.CPUs = r.a.Sandbox.Spec.CPUs
 	if r.a.Sandbox.DirectModel {
 		rr.ModelBaseURL, rr.APIKey = r.a.Sandbox.Connector.Upstream, r.a.Sandbox.Connector.Key
 	}

@@ -78,6 +78,7 @@ func TestLifecycleRunsPhasesInOrder(t *testing.T) {
 		},
 	}
 	e := newEnv(t, withHooks(h), withRouter())
+	e.coder.Sandbox.Spec.CPUs = 1.5
 	e.setScript(scripted.Text(executor.Usage{InputTokens: 10, OutputTokens: 5}, "Hello", ", world."))
 
 	var c collector
@@ -113,6 +114,7 @@ func TestLifecycleRunsPhasesInOrder(t *testing.T) {
 	assert.Equal(t, middleware.DefaultHome, runs[0].Home)
 	assert.Equal(t, "http://127.0.0.1:7000", runs[0].ModelBaseURL)
 	assert.Equal(t, "per-request-token", runs[0].APIKey)
+	assert.Equal(t, 1.5, runs[0].CPUs, "the runner knows the sandbox's CPU quota")
 	assert.Len(t, req.Messages, 1, "the caller's request is not modified")
 
 	sbs := e.ex.Sandboxes()
