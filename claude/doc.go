@@ -130,6 +130,11 @@
 // same message. So an agent that says "I'll write the file.", calls tools
 // and then says "Done." yields "I'll write the file.\n\nDone.".
 //
+// Parse returns at the result line (the CLI writes nothing after it but
+// exits, which takes it 30-80 ms more): the caller does not wait for the
+// exit to answer. WithResults(n) reads n results (several prompts on
+// stdin), WithResults(0) to the end of the output.
+//
 // Output that ends without a result is an error matching ErrNoResult (an
 // *IncompleteError); WithExit adds the exit status and stderr. A line over
 // the cap (64 MiB by default) is an error, never a silent truncation.

@@ -96,8 +96,10 @@ func WithExit(err error, res executor.ExecResult, stderr string) error {
 const textSeparator = "\n\n"
 
 // Parse implements executor.Runner: it reads the CLI's stream-json output
-// to its end and maps it to events and a completion as the package
-// documentation describes.
+// up to its result (WithResults; to its end with WithResults(0)) and maps
+// it to events and a completion as the package documentation describes.
+// It does not wait for the CLI's exit, which takes 30-80 ms after the
+// result (MCP servers are stopped then): the caller drains what follows.
 func (r *Runner) Parse(ctx context.Context, stdout io.Reader, emit func(executor.Event) error) (executor.Completion, error) {
 	p := &parser{r: r, emit: emit, streamed: map[string]bool{}, blockCount: map[string]int{}}
 	lines := jsonl.NewReader(stdout, r.maxLine)
@@ -126,6 +128,9 @@ func (r *Runner) Parse(ctx context.Context, stdout io.Reader, emit func(executor
 		}
 		if err := p.line(line); err != nil {
 			return p.finish(), err
+		}
+		if r.results > 0 && p.results >= r.results {
+			break
 		}
 	}
 	if p.results == 0 {

@@ -31,10 +31,17 @@ type golden struct {
 	Error      string              `json:"error,omitempty"`
 }
 
+// parseAll parses r to its end (every result, as recorded transcripts with
+// several prompts hold).
 func parseAll(t testing.TB, r io.Reader) golden {
 	t.Helper()
+	return parseWith(t, claude.New(claude.WithResults(0)), r)
+}
+
+func parseWith(t testing.TB, runner *claude.Runner, r io.Reader) golden {
+	t.Helper()
 	var g golden
-	comp, err := claude.New().Parse(context.Background(), r, func(e executor.Event) error {
+	comp, err := runner.Parse(context.Background(), r, func(e executor.Event) error {
 		g.Events = append(g.Events, e)
 		return nil
 	})
@@ -98,6 +105,11 @@ func TestParseGolden(t *testing.T) {
 			// Chunking does not matter.
 			one := parseAll(t, iotest.OneByteReader(bytes.NewReader(raw)))
 			assert.Equal(t, g, one, "one byte per read changes the outcome")
+			// One prompt, one result: the default parse, which returns at
+			// the result, sees all there is.
+			if bytes.Count(raw, []byte(`"type":"result"`)) == 1 {
+				assert.Equal(t, g, parseWith(t, claude.New(), bytes.NewReader(raw)), "the default parse differs from reading to the end")
+			}
 		})
 	}
 }
@@ -442,4 +454,33 @@ func TestParseResumeJoin(t *testing.T) {
 			assert.Len(t, kindsOf(g, executor.EventRetry), 1)
 		})
 	}
+}
+
+// TestParseReturnsAtTheResult: by default Parse returns at the result line
+// without waiting for the end of the output (the CLI's exit, 30-80 ms
+// later); with several prompts it returns at the first prompt's result
+// unless told how many to read.
+func TestParseReturnsAtTheResult(t *testing.T) {
+	raw, err := os.ReadFile("testdata/recorded-2.1.330/plain.jsonl")
+	require.NoError(t, err)
+	pr, pw := io.Pipe()
+	defer func() { _ = pw.Close() }()
+	go func() { _, _ = pw.Write(raw) }() // and the pipe stays open
+	done := make(chan golden, 1)
+	go func() { done <- parseWith(t, claude.New(), pr) }()
+	select {
+	case g := <-done:
+		assert.Equal(t, parseAll(t, bytes.NewReader(raw)), g)
+	case <-time.After(time.Minute):
+		t.Fatal("Parse waited for the end of the output after the result")
+	}
+
+	raw, err = os.ReadFile("testdata/cli-2.1.197/n_interrupt_control_request.jsonl")
+	require.NoError(t, err)
+	first := parseWith(t, claude.New(), bytes.NewReader(raw))
+	assert.True(t, first.Completion.IsError, "the first prompt's result: interrupted")
+	assert.Equal(t, "error_during_execution", first.Completion.Subtype)
+	both := parseWith(t, claude.New(claude.WithResults(2)), bytes.NewReader(raw))
+	assert.False(t, both.Completion.IsError, "the second prompt's result: a success")
+	assert.Equal(t, parseAll(t, bytes.NewReader(raw)), both)
 }

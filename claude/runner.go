@@ -67,6 +67,7 @@ var permissionModes = []string{"acceptEdits", "bypassPermissions", "default", "d
 type Runner struct {
 	program string
 	maxLine int
+	results int // Parse returns after this many results; 0: at the end
 	logger  hclog.Logger
 }
 
@@ -98,9 +99,15 @@ func WithProgram(program string) Option {
 // jsonl.DefaultMaxLine); a longer line fails the parse.
 func WithMaxLine(n int) Option { return func(r *Runner) { r.maxLine = n } }
 
+// WithResults sets how many result lines end Parse (default 1: Invocation
+// writes one prompt, and the CLI writes nothing after its result but
+// exits). 0 reads the output to its end, adding up every result, for a
+// caller that wrote several prompts on stdin; a negative n is 0.
+func WithResults(n int) Option { return func(r *Runner) { r.results = max(n, 0) } }
+
 // New returns a Runner.
 func New(opts ...Option) *Runner {
-	r := &Runner{program: DefaultProgram, logger: hclog.NewNullLogger()}
+	r := &Runner{program: DefaultProgram, results: 1, logger: hclog.NewNullLogger()}
 	for _, o := range opts {
 		o(r)
 	}

@@ -85,8 +85,10 @@ type Runner interface {
 	Name() string
 	// Invocation builds argv, env, stdin and files for one run.
 	Invocation(req RunRequest) (Invocation, error)
-	// Parse reads the CLI's stdout to its end, calling emit for each event
-	// in order, and returns the completion. A stream without a final result
+	// Parse reads the CLI's stdout up to the final result of the
+	// invocation's prompt (or to its end), calling emit for each event in
+	// order, and returns the completion; the caller drains what follows
+	// and waits for the process to exit. A stream without a final result
 	// is an error. An error from emit stops parsing and is returned.
 	Parse(ctx context.Context, stdout io.Reader, emit func(Event) error) (Completion, error)
 }

@@ -68,9 +68,6 @@ func (r *run) agent(ctx context.Context, runner executor.Runner, messages []exec
 		}
 		return nil, fail
 	}
-	if exit.err != nil || exit.res.ExitCode != 0 {
-		r.log.Debug("the agent exited after its result", "exit_code", exit.res.ExitCode, "exec_error", exit.err)
-	}
 	if comp.IsError && comp.FinishReason != executor.FinishMaxTurns {
 		msg := "the agent reported an error"
 		if len(comp.Errors) > 0 {
@@ -116,11 +113,14 @@ type agentProc struct {
 	cancel context.CancelFunc
 }
 
-// startProc starts inv in the sandbox on a context of its own, derived
-// from ctx (a pre-started CLI outlives the request that started it).
+// startProc starts inv in the sandbox on a context of its own, with ctx's
+// values but not its end: a pre-started CLI outlives the request that
+// started it, and a CLI that wrote its result exits after the response
+// (awaitExit). While its output is parsed, parseProc cancels it when the
+// request's context ends; timeout bounds it on the executor's side.
 func (r *run) startProc(ctx context.Context, inv executor.Invocation, stdin io.Reader, timeout time.Duration) *agentProc {
 	pr, pw := io.Pipe()
-	execCtx, cancel := context.WithCancel(ctx)
+	execCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &agentProc{stdout: pr, stderr: &tailBuffer{max: maxStderr}, done: make(chan execOutcome, 1), cancel: cancel}
 	cmd := &executor.Cmd{Args: inv.Args, Env: inv.Env, Stdin: stdin, Stdout: pw, Stderr: p.stderr, MaxOutput: r.a.Sandbox.MaxOutput, Timeout: max(timeout, 0)}
 	sb := r.sb
@@ -141,10 +141,10 @@ func (r *run) startProc(ctx context.Context, inv executor.Invocation, stdin io.R
 
 // parseProc parses the process's stdout with the runner's parser. When
 // the parser stops early (bad stream, client gone) or ctx ends, the process
-// is canceled; after a good final result it gets ExitGrace to exit by
-// itself.
+// is canceled and waited for; after a good final result it returns at
+// once, and r.exited waits for the process, which gets ExitGrace to exit
+// by itself.
 func (r *run) parseProc(ctx context.Context, runner executor.Runner, p *agentProc) (executor.Completion, execOutcome, string, error) {
-	defer p.cancel()
 	var stdout io.Reader = p.stdout
 	if d := r.a.Sandbox.StallTimeout; d > 0 {
 		var wd *jsonl.Watchdog
@@ -158,22 +158,37 @@ func (r *run) parseProc(ctx context.Context, runner executor.Runner, p *agentPro
 	if perr != nil && errors.Is(context.Cause(ctx), jsonl.ErrStalled) {
 		perr = fmt.Errorf("%w (%w)", perr, context.Cause(ctx))
 	}
-	if perr != nil {
-		p.cancel()
-	}
-	_ = p.stdout.CloseWithError(errParserDone)
 	if perr == nil {
-		grace := time.NewTimer(r.o.opts.ExitGrace)
+		r.exited = r.awaitExit(p)
+		return comp, execOutcome{}, "", nil
+	}
+	p.cancel()
+	_ = p.stdout.CloseWithError(errParserDone)
+	return comp, r.waitExec(p.done), p.stderr.String(), perr
+}
+
+// awaitExit returns a function that waits for the CLI to exit by itself
+// after its final result, killing it once ExitGrace has passed since the
+// result; what it writes meanwhile is read and dropped.
+func (r *run) awaitExit(p *agentProc) func() {
+	deadline := time.Now().Add(r.o.opts.ExitGrace)
+	go func() { _, _ = io.Copy(io.Discard, p.stdout) }()
+	return sync.OnceFunc(func() {
+		defer p.cancel()
+		grace := time.NewTimer(time.Until(deadline))
 		defer grace.Stop()
+		var out execOutcome
 		select {
-		case out := <-p.done:
-			return comp, out, p.stderr.String(), nil
+		case out = <-p.done:
 		case <-grace.C:
 			r.log.Warn("the agent did not exit after its result; killing it", "grace", r.o.opts.ExitGrace)
 			p.cancel()
+			out = r.waitExec(p.done)
 		}
-	}
-	return comp, r.waitExec(p.done), p.stderr.String(), perr
+		if out.err != nil || out.res.ExitCode != 0 {
+			r.log.Debug("the agent exited after its result", "exit_code", out.res.ExitCode, "exec_error", out.err)
+		}
+	})
 }
 
 // waitExec waits for a canceled command, bounded by TeardownTimeout: a

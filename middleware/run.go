@@ -64,6 +64,13 @@ type run struct {
 	// answer the answer the client got, for the next turn's CLI.
 	messages []executor.Message
 	answer   string
+	// answered: the run ended with answer, and the session is saved in
+	// the tail (saveSession).
+	answered bool
+	// exited waits for the agent CLI's exit after its final result (set
+	// by parseProc; the tail calls it before the session is saved and the
+	// sandbox kept or removed).
+	exited func()
 	// phase is the last phase the request entered, for its outcome line.
 	phase string
 	// arrived is when the request reached the middleware.
@@ -239,9 +246,19 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	return r.finish(ctx, comp, runErr)
 }
 
-// windUp keeps the sandbox for the chat's next turn when the session
-// policy allows, and removes it otherwise.
+// windUp waits for the agent CLI's exit, saves the chat's session, and
+// keeps the sandbox for the chat's next turn when the session policy
+// allows, or removes it. It runs after the response: the CLI's exit
+// (30-80 ms after its result) and the transcript's copy are not on the
+// request's path, and the chat's next request waits for the lease, which
+// is released after windUp.
 func (r *run) windUp(ctx context.Context, err error) {
+	if r.exited != nil {
+		r.exited()
+	}
+	if r.answered {
+		r.saveSession(ctx, r.session, r.answer)
+	}
 	if r.keepable(err) && r.keep(ctx) {
 		return
 	}
@@ -636,6 +653,7 @@ func (r *run) finish(ctx context.Context, comp *executor.Completion, runErr erro
 	}
 	switch {
 	case r.route != nil:
+		r.settleRoute(ctx)
 		resp.Usage = r.route.Usage()
 	case comp != nil:
 		resp.Usage = comp.Usage
@@ -643,8 +661,7 @@ func (r *run) finish(ctx context.Context, comp *executor.Completion, runErr erro
 	r.emitMu.Lock()
 	resp.Replaced = resp.Content != r.streamed.String()
 	r.emitMu.Unlock()
-	r.answer = resp.Content
-	r.saveSession(ctx, r.session, resp.Content)
+	r.answer, r.answered = resp.Content, true
 	return resp, nil
 }
 
@@ -664,4 +681,30 @@ func (r *run) logDone(err error) {
 		return
 	}
 	r.log.Info("sandboxed request done", args...)
+}
+
+// routeSettler is a ModelRoute that can wait until its calls in flight are
+// metered (middleware/modelroute's routes).
+type routeSettler interface {
+	Settle(ctx context.Context) error
+}
+
+// settleRouteWait bounds how long a response waits for a model call still
+// in flight after the agent's final result.
+const settleRouteWait = time.Second
+
+// settleRoute waits, briefly, for the model route's calls in flight to be
+// metered: the agent's last call is metered when its upstream body ends,
+// which can be just after its last bytes reached the agent, and the
+// response no longer waits for the CLI's exit to read the usage.
+func (r *run) settleRoute(ctx context.Context) {
+	s, ok := r.route.(routeSettler)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, settleRouteWait)
+	defer cancel()
+	if err := s.Settle(ctx); err != nil {
+		r.log.Warn("a model call was still in flight when the response was sent; the route meters it, the response's usage does not hold it", "error", err)
+	}
 }

@@ -72,6 +72,7 @@ type sessionE2E struct {
 	dataDir string
 	runner  *recordingRunner
 	client  sdk.Client
+	o       *middleware.Orchestrator
 }
 
 // sessionMarkerCmd prints a text the model cannot know without running it.
@@ -123,6 +124,7 @@ func newSessionE2E(t *testing.T, args map[string]any) *sessionE2E {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, o.Close()) })
+	env.o = o
 	s, err := openai.New(openai.Options{Handler: middleware.Chain(middleware.UnknownAssistant, o.Wrap), Catalog: cat})
 	require.NoError(t, err)
 	srv := httptest.NewServer(s)
@@ -146,6 +148,9 @@ func (env *sessionE2E) ask(t *testing.T, user string, msgs ...string) (string, [
 	}
 	comp, err := env.client.Chat.Completions.New(context.Background(), p)
 	require.NoError(t, err)
+	// The transcript is saved after the response, before the chat's lease
+	// is released.
+	require.NoError(t, env.o.Settle(context.Background()))
 	reqs := env.api.MessageRequests()[before:]
 	// Only the agent loop's requests offer tools; the CLI's side queries
 	// (if any) do not.

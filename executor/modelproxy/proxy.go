@@ -115,6 +115,8 @@ type Proxy struct {
 	bodies *semaphore.Weighted // this sandbox's body bytes in flight
 
 	mu       sync.Mutex
+	active   int           // ServeHTTP calls running
+	idle     chan struct{} // closed when active drops to 0 (Idle waits on it)
 	requests int
 	stopped  string // the budget that first refused a call
 	usage    executor.Usage
@@ -203,6 +205,45 @@ func (p *Proxy) Close() error {
 		return srv.Close()
 	}
 	return nil
+}
+
+// Idle waits until no call is in flight, so that Usage holds every call
+// whose response the agent has read: a call is metered once its
+// upstream body has ended, which may be just after its last bytes reached
+// the agent. It returns ctx's error if ctx ends first.
+func (p *Proxy) Idle(ctx context.Context) error {
+	p.mu.Lock()
+	if p.active == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+	}
+	idle := p.idle
+	p.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// enter and leave count the calls Idle waits for.
+func (p *Proxy) enter() {
+	p.mu.Lock()
+	p.active++
+	p.mu.Unlock()
+}
+
+func (p *Proxy) leave() {
+	p.mu.Lock()
+	if p.active--; p.active == 0 && p.idle != nil {
+		close(p.idle)
+		p.idle = nil
+	}
+	p.mu.Unlock()
 }
 
 // Usage returns the summed usage of the finished calls.
@@ -321,6 +362,8 @@ func (p *Proxy) record(c Call) {
 // one call: the body is read under the byte budgets, its model and
 // max_tokens pinned, and only allowlisted headers pass either way.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.enter()
+	defer p.leave()
 	start := time.Now()
 	if tok := presentedToken(r); subtle.ConstantTimeCompare([]byte(tok), []byte(p.opts.Token)) != 1 {
 		if tok == "" {

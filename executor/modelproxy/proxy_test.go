@@ -174,14 +174,7 @@ func TestSSEFlushedPerEvent(t *testing.T) {
 	up := newUpstream(t)
 	up.release = make(chan struct{})
 	p := newProxy(t, up.URL, nil)
-	c := serveUnix(t, p)
-	req, err := http.NewRequest(http.MethodPost, "http://sandbox/v1/messages", strings.NewReader(`{"stream":true}`))
-	require.NoError(t, err)
-	req.Header.Set("X-Api-Key", testToken)
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	br := bufio.NewReader(resp.Body)
+	br := bufio.NewReader(startStream(t, serveUnix(t, p)))
 	line, err := br.ReadString('\n')
 	require.NoError(t, err)
 	assert.Equal(t, "event: message_start\n", line)
@@ -361,4 +354,44 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	require.NotEmpty(t, out)
 	assert.NotContains(t, out, testKey)
 	assert.NotContains(t, out, testToken)
+}
+
+// TestIdleWaitsForTheCallInFlight: Idle returns once the call in flight is
+// metered, not before; a context that ends first ends the wait.
+func TestIdleWaitsForTheCallInFlight(t *testing.T) {
+	up := newUpstream(t)
+	up.release = make(chan struct{})
+	p := newProxy(t, up.URL, nil)
+	c := serveUnix(t, p)
+	require.NoError(t, p.Idle(t.Context()), "idle before any call")
+	body := startStream(t, c)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.ErrorIs(t, p.Idle(ctx), context.Canceled, "a call is in flight")
+	idle := make(chan error, 1)
+	go func() { idle <- p.Idle(t.Context()) }()
+	select {
+	case err := <-idle:
+		t.Fatalf("Idle returned (%v) with the call still in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(up.release)
+	_, err := io.ReadAll(body)
+	require.NoError(t, err)
+	require.NoError(t, <-idle)
+	assert.Equal(t, executor.Usage{InputTokens: 100, OutputTokens: 42, CacheReadInputTokens: 40}, p.Usage(), "the call is metered once Idle returns")
+}
+
+// startStream starts a streamed call through c and returns its response
+// body, closed at the test's end.
+func startStream(t *testing.T, c *http.Client) io.Reader {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://sandbox/v1/messages", strings.NewReader(`{"stream":true}`))
+	require.NoError(t, err)
+	req.Header.Set("X-Api-Key", testToken)
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp.Body
 }

@@ -250,6 +250,9 @@ func (r *proxyRoute) BaseURL() string       { return r.base }
 func (r *proxyRoute) Token() string         { return r.token }
 func (r *proxyRoute) Usage() executor.Usage { return r.proxy.Usage() }
 
+// Settle waits until the route has no call in flight (modelproxy.Proxy.Idle).
+func (r *proxyRoute) Settle(ctx context.Context) error { return r.proxy.Idle(ctx) }
+
 // BudgetStop names the budget that stopped a model call of the run
 // (modelproxy.BudgetCalls, BudgetTokens or BudgetWall), or "".
 func (r *proxyRoute) BudgetStop() string { return r.proxy.BudgetStop() }

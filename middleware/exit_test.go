@@ -1,0 +1,71 @@
+package middleware_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/executortest"
+	"github.com/agentbox/agentbox/middleware"
+)
+
+// TestResponseDoesNotWaitForTheAgentsExit: the response is sent once the
+// CLI wrote its result, while the CLI is still exiting (30-80 ms for the
+// real one, here until the test lets it); the request's tail waits for the
+// exit before the sandbox goes, and a CLI that does not exit is killed
+// ExitGrace after its result.
+func TestResponseDoesNotWaitForTheAgentsExit(t *testing.T) {
+	raw, err := os.ReadFile("../claude/testdata/recorded-2.1.330/plain.jsonl")
+	require.NoError(t, err)
+	for _, exits := range []bool{true, false} {
+		name := map[bool]string{true: "exits", false: "never exits"}[exits]
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, withRouter(), withOptions(func(o *middleware.Options) {
+				o.Runners = append(o.Runners, claude.New())
+				o.ExitGrace = 2 * time.Second
+			}))
+			e.coder.Sandbox.Runner = "claude"
+			release, exited := make(chan struct{}), make(chan error, 1)
+			e.ex.OnCreate = func(sb *executortest.FakeSandbox) {
+				sb.ExecFunc = func(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
+					if cmd.Args[0] != "claude" {
+						return sb.HostExec(ctx, cmd)
+					}
+					_, _ = cmd.Stdout.Write(raw)
+					if exits {
+						<-release
+					} else {
+						<-ctx.Done()
+					}
+					exited <- ctx.Err()
+					return executor.ExecResult{}, ctx.Err()
+				}
+			}
+			h := e.o.Wrap(middleware.UnknownAssistant)
+			resp, err := h.Handle(context.Background(), request("exit"), nil)
+			require.NoError(t, err, "answered while the CLI still runs")
+			assert.Contains(t, resp.Content, "2")
+			select {
+			case err := <-exited:
+				t.Fatalf("the CLI ended (%v) before the response", err)
+			default:
+			}
+			if exits {
+				close(release)
+				require.NoError(t, <-exited, "the CLI exited by itself")
+			} else {
+				require.ErrorIs(t, <-exited, context.Canceled, "killed after ExitGrace")
+			}
+			require.NoError(t, e.o.Settle(context.Background()))
+			sbs := e.ex.Sandboxes()
+			require.Len(t, sbs, 1)
+			assert.True(t, sbs[0].Closed(), "the tail removed the sandbox after the exit")
+		})
+	}
+}
