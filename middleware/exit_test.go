@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,6 +57,8 @@ func TestResponseDoesNotWaitForTheAgentsExit(t *testing.T) {
 				t.Fatalf("the CLI ended (%v) before the response", err)
 			default:
 			}
+			require.Eventually(t, func() bool { return slices.Contains(e.tr.get(), "route.close") }, time.Minute, 5*time.Millisecond,
+				"the model route closes once the turn is answered, not when the CLI is gone")
 			if exits {
 				close(release)
 				require.NoError(t, <-exited, "the CLI exited by itself")
