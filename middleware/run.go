@@ -249,10 +249,9 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 // windUp closes the run's routes, waits for the agent CLI's exit, saves
 // the chat's session, and keeps the sandbox for the chat's next turn when
 // the session policy allows, or removes it. It runs after the response:
-// the CLI's exit
-// (30-80 ms after its result) and the transcript's copy are not on the
-// request's path, and the chat's next request waits for the lease, which
-// is released after windUp.
+// the CLI's exit (30-80 ms after its result) and the transcript's copy
+// are not on the request's path, and the chat's next request waits for
+// the lease, which is released after windUp.
 func (r *run) windUp(ctx context.Context, err error) {
 	// The turn is answered: no model or tool call of the CLI is
 	// legitimate any more, and none may run unmetered by the response
