@@ -210,20 +210,26 @@ func TestReplicasKubernetes(t *testing.T) {
 
 	// Kill -9 replica a while two of its agents run.
 	dead, live := replicas[0], replicas[1]
+	// Not `sleep 600`: Claude Code 2.1.330 refuses a command that starts
+	// with a long sleep, and the run would end before the kill.
 	running := make(chan string, 2)
+	ended := make(chan error, 2)
 	dies := []string{"dies-1-" + run, "dies-2-" + run}
 	for _, chat := range dies {
 		go func() {
-			_, _ = chatRequest(ctx, newClient(dead.url, "killed", chat), chat, "$ sleep 600", func(ext extension, _ string) {
+			_, err := chatRequest(ctx, newClient(dead.url, "killed", chat), chat, "$ "+longCommand, func(ext extension, _ string) {
 				if ext.Tool != nil && ext.Tool.Name == "Bash" {
 					running <- chat
 				}
 			})
+			ended <- err
 		}()
 	}
 	for range 2 {
 		select {
 		case <-running:
+		case err := <-ended:
+			t.Fatalf("a run of replica a ended before the kill: %v", err)
 		case <-time.After(3 * time.Minute):
 			t.Fatal("the agents of replica a did not start their command")
 		}
@@ -244,6 +250,10 @@ func TestReplicasKubernetes(t *testing.T) {
 	killed := time.Now()
 	<-dead.exited
 	require.Error(t, dead.err, "replica a was killed")
+	// Both runs were still going: their answers never came.
+	for range 2 {
+		require.Error(t, <-ended, "a run of replica a answered, so it ended before the kill")
+	}
 
 	status, body := postChat(ctx, live.url, "killed", dies[0], "$ echo taken over")
 	served := time.Since(killed)
