@@ -691,6 +691,48 @@ func e2eSuite(t *testing.T, env *e2eEnv) {
 		assert.Empty(t, results[parent.ID].ParentToolUseID)
 	})
 
+	t.Run("background work ends the answer, not the first result", func(t *testing.T) {
+		if !env.cli.backgroundSubagents {
+			t.Skip("this CLI runs subagents in the foreground")
+		}
+		// A backgrounded subagent and a backgrounded Bash command: the
+		// main agent's turn ends first ("launched"), and each completion
+		// starts another main turn, where the answer the user wants is.
+		const task = "SUBAGENT-TASK: run echo from-subagent and report what it printed"
+		api := scriptedapi.Start(scriptedapi.WithScript(func(r *scriptedapi.Request) scriptedapi.Turn {
+			res := r.NewToolResults()
+			switch {
+			case len(r.ToolNames()) == 0:
+				return scriptedapi.Say("side call")
+			case len(r.Body.Messages) > 0 && strings.Contains(r.Body.Messages[0].Content.Text(), "SUBAGENT-TASK"):
+				if len(res) > 0 {
+					return scriptedapi.Say("subagent saw: " + strings.TrimSpace(res[0].Output()))
+				}
+				return scriptedapi.Call("Bash", map[string]string{"command": "sleep 1; echo from-subagent", "description": "echo"})
+			case strings.Contains(r.LastUserText(), "task-notification"):
+				return scriptedapi.Say("REPORT-TURN " + strings.TrimSpace(r.LastUserText()))
+			case len(res) > 0:
+				return scriptedapi.Say("launched")
+			case strings.Contains(r.UserPrompt(), "subagent"):
+				return scriptedapi.Call("Task", map[string]any{"description": "run echo", "prompt": task, "subagent_type": "general-purpose"})
+			default:
+				return scriptedapi.Call("Bash", map[string]any{"command": "sleep 1; echo from-background", "description": "wait", "run_in_background": true})
+			}
+		}))
+		defer api.Close()
+		for _, c := range []struct{ name, prompt, report string }{
+			{"background-subagent", "delegate the echo to a subagent", "subagent saw: from-subagent"},
+			{"background-bash", "run the command in the background", "completed"},
+		} {
+			run := env.run(t, c.name, api, executor.RunRequest{Messages: user(c.prompt)}, e2eOpts{})
+			require.NoError(t, run.err, c.name)
+			assert.False(t, run.comp.IsError, "%s: %v", c.name, run.comp.Errors)
+			assert.Contains(t, run.comp.Content, "launched", c.name)
+			assert.Contains(t, run.comp.Content, "REPORT-TURN", "%s: the turn that the completion started is part of the answer", c.name)
+			assert.Contains(t, run.comp.Content, c.report, c.name)
+		}
+	})
+
 	t.Run("connector key is nowhere in the container", func(t *testing.T) {
 		api := scriptedapi.Start(scriptedapi.WithScript(func(r *scriptedapi.Request) scriptedapi.Turn {
 			if res := r.NewToolResults(); len(res) > 0 {

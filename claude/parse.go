@@ -96,10 +96,12 @@ func WithExit(err error, res executor.ExecResult, stderr string) error {
 const textSeparator = "\n\n"
 
 // Parse implements executor.Runner: it reads the CLI's stream-json output
-// up to its result (WithResults; to its end with WithResults(0)) and maps
-// it to events and a completion as the package documentation describes.
-// It does not wait for the CLI's exit, which takes 30-80 ms after the
-// result (MCP servers are stopped then): the caller drains what follows.
+// up to its result (WithResults; to its end with WithResults(0), or when
+// the agent started work in the background, whose completions add main
+// turns and results) and maps it to events and a completion as the
+// package documentation describes. It does not wait for the CLI's exit,
+// which takes 30-80 ms after the result (MCP servers are stopped then):
+// the caller drains what follows.
 func (r *Runner) Parse(ctx context.Context, stdout io.Reader, emit func(executor.Event) error) (executor.Completion, error) {
 	p := &parser{r: r, emit: emit, streamed: map[string]bool{}, blockCount: map[string]int{}}
 	lines := jsonl.NewReader(stdout, r.maxLine)
@@ -129,7 +131,7 @@ func (r *Runner) Parse(ctx context.Context, stdout io.Reader, emit func(executor
 		if err := p.line(line); err != nil {
 			return p.finish(), err
 		}
-		if r.results > 0 && p.results >= r.results {
+		if r.results > 0 && p.results >= r.results && !p.background {
 			break
 		}
 	}
@@ -174,6 +176,12 @@ type parser struct {
 	// resumed: the CLI asked the model to resume a broken answer; the
 	// next text block continues it without a separator.
 	resumed bool
+	// background: the agent started work in the background (a Task
+	// subagent or a Bash command with run_in_background). Each one's
+	// completion starts another main turn with a result of its own (a
+	// subagent's report reaches the answer only there), and the CLI
+	// exits once none is left, so Parse reads to the end.
+	background bool
 }
 
 // line handles one line of output.
@@ -206,7 +214,8 @@ func (p *parser) line(line []byte) error {
 	}
 }
 
-// system handles init and api_retry; other subtypes are progress noise.
+// system handles init, api_retry and the start of background work; other
+// subtypes are progress noise.
 func (p *parser) system(v gjson.Result) error {
 	switch v.Get("subtype").String() {
 	case "init":
@@ -228,6 +237,12 @@ func (p *parser) system(v gjson.Result) error {
 			p.comp.SessionID = info.SessionID
 		}
 		return p.emit(executor.Event{Kind: executor.EventInit, Init: info})
+	case "task_started", "background_tasks_changed":
+		if !p.background && (v.Get("is_backgrounded").Bool() || len(v.Get("tasks").Array()) > 0) {
+			p.background = true
+			p.r.logger.Debug("the agent works in the background; the answer takes every result to the end of the output")
+		}
+		return nil
 	case "api_retry":
 		return p.emit(executor.Event{Kind: executor.EventRetry, Text: fmt.Sprintf(
 			"model API call failed with status %d (%s); retry %d of %d in %s",

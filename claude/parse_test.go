@@ -484,3 +484,16 @@ func TestParseReturnsAtTheResult(t *testing.T) {
 	assert.False(t, both.Completion.IsError, "the second prompt's result: a success")
 	assert.Equal(t, parseAll(t, bytes.NewReader(raw)), both)
 }
+
+// TestParseReadsBackgroundWorkToTheEnd: when the agent left work in the
+// background, the answer is every main turn up to the end of the output
+// (the completions' turns included), not the first result.
+func TestParseReadsBackgroundWorkToTheEnd(t *testing.T) {
+	for _, name := range []string{"background-bash", "background-subagent"} {
+		raw, err := os.ReadFile("testdata/recorded-2.1.330/" + name + ".jsonl")
+		require.NoError(t, err)
+		g := parseWith(t, claude.New(), bytes.NewReader(raw))
+		assert.Equal(t, parseAll(t, bytes.NewReader(raw)), g, name)
+		assert.Contains(t, g.Completion.Content, "REPORT-TURN", "%s: the completion's turn is in the answer", name)
+	}
+}

@@ -101,8 +101,10 @@ func WithMaxLine(n int) Option { return func(r *Runner) { r.maxLine = n } }
 
 // WithResults sets how many result lines end Parse (default 1: Invocation
 // writes one prompt, and the CLI writes nothing after its result but
-// exits). 0 reads the output to its end, adding up every result, for a
-// caller that wrote several prompts on stdin; a negative n is 0.
+// exits, unless the agent left work in the background, in which case
+// Parse reads to the end whatever n is). 0 reads the output to its end,
+// adding up every result, for a caller that wrote several prompts on
+// stdin; a negative n is 0.
 func WithResults(n int) Option { return func(r *Runner) { r.results = max(n, 0) } }
 
 // New returns a Runner.
