@@ -116,8 +116,14 @@ func (r *Runner) Parse(ctx context.Context, stdout io.Reader, emit func(executor
 		if err != nil {
 			if p.results > 0 && !errors.Is(err, jsonl.ErrLineTooLong) {
 				// The CLI exits non-zero after some results (max turns);
-				// the pipe then reports that after the result line.
-				r.logger.Debug("output ended after the result", "error", err)
+				// the pipe then reports that after the result line. With
+				// work in the background, a stall or the run's end stopped
+				// the wait for it.
+				if p.background {
+					r.logger.Info("the output ended while the agent's background work ran; the answer is what it said until then", "error", err)
+				} else {
+					r.logger.Debug("output ended after the result", "error", err)
+				}
 				break
 			}
 			if errors.Is(err, jsonl.ErrLineTooLong) {

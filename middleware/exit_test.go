@@ -1,9 +1,11 @@
 package middleware_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +71,52 @@ func TestResponseDoesNotWaitForTheAgentsExit(t *testing.T) {
 			sbs := e.ex.Sandboxes()
 			require.Len(t, sbs, 1)
 			assert.True(t, sbs[0].Closed(), "the tail removed the sandbox after the exit")
+		})
+	}
+}
+
+// TestBackgroundWorkEndsTheAnswer: when the agent left a command in the
+// background, the answer waits for the main turn its completion starts;
+// a command that never completes (a dev server) holds the answer until
+// the stall timeout, which then ends the run with what the agent said,
+// not with an error.
+func TestBackgroundWorkEndsTheAnswer(t *testing.T) {
+	raw, err := os.ReadFile("../claude/testdata/recorded-2.1.330/background-bash.jsonl")
+	require.NoError(t, err)
+	first := bytes.Index(raw, []byte(`"type":"result"`))
+	require.Positive(t, first)
+	first += bytes.IndexByte(raw[first:], '\n') + 1
+	for _, completes := range []bool{true, false} {
+		name := map[bool]string{true: "the command completes", false: "the command never completes"}[completes]
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, withRouter(), withStall(2*time.Second), withOptions(func(o *middleware.Options) {
+				o.Runners = append(o.Runners, claude.New())
+			}))
+			e.coder.Sandbox.Runner = "claude"
+			e.ex.OnCreate = func(sb *executortest.FakeSandbox) {
+				sb.ExecFunc = func(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
+					if cmd.Args[0] != "claude" {
+						return sb.HostExec(ctx, cmd)
+					}
+					if completes {
+						_, _ = cmd.Stdout.Write(raw)
+						return executor.ExecResult{}, nil
+					}
+					_, _ = cmd.Stdout.Write(raw[:first])
+					<-ctx.Done() // the CLI waits for its background command
+					return executor.ExecResult{}, ctx.Err()
+				}
+			}
+			h := e.o.Wrap(middleware.UnknownAssistant)
+			resp, err := h.Handle(context.Background(), request("background"), nil)
+			require.NoError(t, err)
+			assert.True(t, strings.HasPrefix(resp.Content, "launched"), resp.Content)
+			if completes {
+				assert.Contains(t, resp.Content, "REPORT-TURN", "the completion's turn is part of the answer")
+			} else {
+				assert.NotContains(t, resp.Content, "REPORT-TURN")
+			}
+			require.NoError(t, e.o.Settle(context.Background()))
 		})
 	}
 }
