@@ -398,6 +398,11 @@ func environment(req executor.RunRequest, args Arguments) []string {
 		// model proxy do not know. The gateway grants a short, explicit
 		// list of MCP tools; offer them directly. Older CLIs ignore it.
 		"ENABLE_TOOL_SEARCH=false",
+		// The CLI's job scheduler (CronCreate, CronList, CronDelete): a
+		// job is a prompt no user sent, fired while the CLI lives and
+		// idles, and durable jobs are kept in the workspace, where a
+		// later turn's CLI (which resumes the session) fires them.
+		"CLAUDE_CODE_DISABLE_CRON=1",
 	}
 	if cmp.Or(req.CPUs, executor.DefaultCPUs) < 2 {
 		// The CLI's runtime (Bun's JavaScriptCore) sizes its parallel

@@ -104,6 +104,7 @@ func TestInvocationDefaults(t *testing.T) {
 		"CLAUDE_CODE_DISABLE_TERMINAL_TITLE":           "1",
 		"CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD": "1",
 		"MCP_CONNECTION_NONBLOCKING":                   "0",
+		"CLAUDE_CODE_DISABLE_CRON":                     "1",
 		"BUN_JSC_numberOfGCMarkers":                    "2",
 	}, env, "the environment is built from scratch")
 }
