@@ -513,8 +513,8 @@ func (r *run) toolEvent(c ToolCall) {
 	_ = r.send(executor.Event{Kind: executor.EventToolResult, ToolResult: &executor.ToolResult{ToolUseID: c.ID, Content: c.Result, IsError: c.IsError}})
 }
 
-// teardown closes the model route and the sandbox on a context the caller
-// cannot cancel, bounded by TeardownTimeout.
+// teardown closes the sandbox (windUp has closed the run's routes) on a
+// context the caller cannot cancel, bounded by TeardownTimeout.
 func (r *run) teardown(ctx context.Context) {
 	t0 := time.Now()
 	r.endPhase()
@@ -523,7 +523,6 @@ func (r *run) teardown(ctx context.Context) {
 	defer r.o.tel.live.Add(-1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.opts.TeardownTimeout)
 	defer cancel()
-	r.closeRoutes()
 	if r.warm != nil {
 		r.warm.pre.discard(r.o.opts.TeardownTimeout)
 	}

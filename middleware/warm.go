@@ -499,15 +499,14 @@ func (r *run) keepable(err error) bool {
 	return ok && time.Until(r.lifeEnd) >= r.a.Sandbox.Spec.Timeout
 }
 
-// keep parks the run's container for the chat's next turn: it closes the
-// run's model route and tools, resets the container, pre-starts the next
-// turn's CLI and puts it in the pool. It reports false when the container
-// must be removed instead.
+// keep parks the run's container for the chat's next turn (windUp has
+// closed the run's model route and tools): it resets the container,
+// pre-starts the next turn's CLI and puts it in the pool. It reports false
+// when the container must be removed instead.
 func (r *run) keep(ctx context.Context) bool {
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.opts.TeardownTimeout)
 	defer cancel()
-	r.closeRoutes()
 	e := &warmEntry{chat: r.place, assistant: r.a.ID, key: warmKey(r.a), sb: r.sb, lifeEnd: r.lifeEnd,
 		memory: r.a.Sandbox.Spec.MemoryBytes}
 	if e.memory <= 0 {
