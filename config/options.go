@@ -366,7 +366,7 @@ var sandboxOptions = []option{
 			}
 			s.sb.User = v
 		}},
-	{Key: "policy", Type: "string", Default: strconv.Quote(DefaultPolicy), Doc: `"request": a fresh container per request over the persistent workspace, removed after the response; "session": after a good turn the chat's container is kept, idle (processes the agent left are killed, HOME is rebuilt), and the next turn's CLI is started resuming the chat's session, so the next request of the same chat and assistant with unchanged options only sends its message; a changed option, another assistant or a container near the end of its life (2h, or timeout + idle_ttl) gets a new container. Kept containers count toward the gateway's memory bound, not its run slots, and are removed at shutdown`,
+	{Key: "policy", Type: "string", Default: strconv.Quote(DefaultPolicy), Doc: `"request": a fresh container per request over the persistent workspace, removed after the response; "session": after a good turn the chat's container is kept, idle (processes the agent left are killed, HOME is rebuilt), and the next turn's CLI is started resuming the chat's session and warmed up (a model call answered by the gateway itself, never the upstream), so the next request of the same chat and assistant with unchanged options only sends its message; a changed option, another assistant or a container near the end of its life (2h, or timeout + idle_ttl) gets a new container. Kept containers count toward the gateway's memory bound, not its run slots, and are removed at shutdown`,
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			if v, ok := s.oneOf(n, path, []string{PolicyRequest, PolicySession}); ok {
 				s.sb.Policy = v

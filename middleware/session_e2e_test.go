@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,18 @@ type recordingRunner struct {
 	*claude.Runner
 	mu   sync.Mutex
 	argv [][]string
+	// warmUp, when set, is the line a pre-started CLI gets instead of
+	// its warm-up (the runner's own end judges what the CLI writes).
+	warmUp atomic.Pointer[string]
+}
+
+// WarmUp is the runner's warm-up, or the line a test set.
+func (r *recordingRunner) WarmUp() ([]byte, func([]byte) (bool, error)) {
+	line, end := r.Runner.WarmUp()
+	if w := r.warmUp.Load(); w != nil {
+		line = []byte(*w)
+	}
+	return line, end
 }
 
 func (r *recordingRunner) Invocation(req executor.RunRequest) (executor.Invocation, error) {

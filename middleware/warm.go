@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -25,7 +26,10 @@ import (
 // would be (processes the agent left are killed, HOME is rebuilt from the
 // assistant's home files and the stored session transcript), and the next
 // turn's CLI is started with --resume and the same flags, waiting on
-// stdin: the next request only writes its message (preCLI). The kept
+// stdin: the next request only writes its message (preCLI). The waiting
+// CLI is warmed up first (warmUp): it makes one model call, which the
+// model router answers itself between requests, so that the work of a
+// first call in a new process is done before the message. The kept
 // container is idle, not paused: a paused container's helper would not
 // answer, and unpausing is a daemon call on the warm turn's path. Idle is
 // not 0 CPU: the CLI's start costs about 2 s of CPU right after the turn,
@@ -66,6 +70,32 @@ func (c chatID) key() string { return c.user + "/" + c.chat }
 type TokenRouter interface {
 	OpenToken(ctx context.Context, sb executor.Sandbox, a *Assistant, tok string) (ModelRoute, error)
 }
+
+// WarmUpRouter is a ModelRouter that answers, between requests, the
+// warm-up call of a CLI started for a token chosen beforehand, itself and
+// without the upstream (modelroute's Router): the pre-started CLI then
+// does a first call's work before its message (warmUpRunner).
+type WarmUpRouter interface {
+	OpenWarmUp(ctx context.Context, sb executor.Sandbox, a *Assistant, tok string) (io.Closer, error)
+}
+
+// warmUpRunner is a runner whose CLI, started and waiting for its message,
+// can do the work of a first model call beforehand (claude.Runner).
+type warmUpRunner interface {
+	// WarmUp returns the line that starts the warm-up on the CLI's stdin
+	// and end, which takes the CLI's stdout lines one at a time: true at
+	// the warm-up's end (with an error when the CLI refused it, which
+	// leaves the CLI as it was), an error with false for a line that
+	// makes the CLI unfit for a request.
+	WarmUp() (line []byte, end func(line []byte) (bool, error))
+}
+
+// warmUpTimeout bounds a pre-started CLI's start and warm-up; past it the
+// CLI is discarded and the next turn starts one itself.
+const warmUpTimeout = time.Minute
+
+// maxWarmUpLine caps a line the CLI writes during its warm-up.
+const maxWarmUpLine = 1 << 20
 
 // ModelRelay is what a sandbox with the helper's model relay offers
 // (executor/docker's Sandbox): where the agent reaches the model.
@@ -346,6 +376,11 @@ type preCLI struct {
 	tools      io.Closer
 	toolsRelay *toolRelay
 	toolsFor   string // the user and chat the tool session serves
+	// warmed is closed when the CLI's warm-up has ended (at once when it
+	// has none); then spoiled says whether it left the CLI unfit for a
+	// request.
+	warmed  chan struct{}
+	spoiled error
 }
 
 // preCLI is e's pre-started CLI; nil for a nil e.
@@ -378,8 +413,8 @@ func (t *toolRelay) set(to func(ToolCall)) {
 	t.mu.Unlock()
 }
 
-// discard stops the CLI and waits for it up to wait, and closes the tool
-// session no request took. It is safe on nil.
+// discard stops the CLI and waits for it and its warm-up up to wait, and
+// closes the tool session no request took. It is safe on nil.
 func (p *preCLI) discard(wait time.Duration) {
 	if p == nil {
 		return
@@ -394,8 +429,24 @@ func (p *preCLI) discard(wait time.Duration) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
+	case <-p.warmed:
+	case <-t.C:
+		return
+	}
+	select {
 	case <-p.proc.done:
 	case <-t.C:
+	}
+}
+
+// ready waits for the CLI's warm-up to end, up to ctx, and reports whether
+// the CLI can take a request.
+func (p *preCLI) ready(ctx context.Context) error {
+	select {
+	case <-p.warmed:
+		return p.spoiled
+	case <-ctx.Done():
+		return fmt.Errorf("the request ended during the pre-started CLI's warm-up: %w", context.Cause(ctx))
 	}
 }
 
@@ -469,10 +520,31 @@ func (r *run) startWarm(ctx context.Context) bool {
 		return false
 	}
 	r.sb, r.lifeEnd = e.sb, e.lifeEnd
-	if e.pre != nil && e.pre.exited() {
-		r.log.Debug("the pre-started CLI ended while it waited; the turn starts a new one")
-		e.pre.discard(r.o.opts.TeardownTimeout)
-		e.pre = nil
+	pre := e.pre
+	if pre == nil {
+		return true
+	}
+	// Its warm-up answers on the model socket, where the turn's route is
+	// about to listen: it must have ended.
+	err := pre.ready(ctx)
+	if err == nil && pre.exited() {
+		err = errors.New("it ended while it waited")
+	}
+	if err == nil {
+		return true
+	}
+	r.log.Info("the pre-started CLI cannot take the turn; resetting the container for a new one", "error", err)
+	pre.discard(r.o.opts.TeardownTimeout)
+	e.pre = nil
+	// What that CLI did may have reached HOME (a turn of its own in the
+	// session's transcript): the new CLI must find HOME as the last
+	// turn left it.
+	e.homeSession = ""
+	if err := r.resetContainer(ctx, e); err != nil {
+		r.warm = nil
+		r.log.Warn("the chat's kept container could not be reset; starting a new one", "id", e.sb.ID(), "error", err)
+		r.o.removeWarm(e, "it could not be reset")
+		return false
 	}
 	return true
 }
@@ -643,8 +715,89 @@ func (r *run) preStart(e *warmEntry) (pre *preCLI) {
 	pr, pw := io.Pipe()
 	proc := r.startProc(ctx, inv, pr, time.Until(e.lifeEnd))
 	proc.stdin = pw
-	return &preCLI{inv: inv, token: tok, session: rr.SessionID, fresh: fresh, proc: proc, tools: tools, toolsRelay: relay,
-		toolsFor: r.req.UserID + "/" + r.req.ChatID}
+	pre = &preCLI{inv: inv, token: tok, session: rr.SessionID, fresh: fresh, proc: proc, tools: tools, toolsRelay: relay,
+		toolsFor: r.req.UserID + "/" + r.req.ChatID, warmed: make(chan struct{})}
+	wu, canWarm := runner.(warmUpRunner)
+	wr, canRoute := r.o.models.(WarmUpRouter)
+	if !canWarm || !canRoute || tok == "" {
+		close(pre.warmed)
+		return pre
+	}
+	go r.warmUp(pre, wu, wr)
+	return pre
+}
+
+// warmUp has the pre-started CLI do a first model call's work before its
+// message, against a warm-up route that answers the call itself: a warm
+// turn's first model call then leaves sooner. A warm-up that cannot start
+// leaves the CLI as it was; one that fails on the way spoils it (the next
+// turn discards it). It closes pre.warmed when done.
+func (r *run) warmUp(pre *preCLI, wu warmUpRunner, wr WarmUpRouter) {
+	defer close(pre.warmed)
+	defer func() {
+		if pre.spoiled != nil {
+			// Nothing it does may run on between turns.
+			pre.proc.cancel()
+		}
+	}()
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(withIdentity(context.Background(), r.req.UserID, r.req.ChatID), warmUpTimeout)
+	defer cancel()
+	route, err := wr.OpenWarmUp(ctx, r.sb, r.a, pre.token)
+	if err != nil {
+		r.log.Debug("no warm-up for the pre-started CLI", "error", err)
+		return
+	}
+	defer func() { _ = route.Close() }()
+	// A CLI that does not answer in time has its pipes cut, which ends
+	// the reads and writes below.
+	defer context.AfterFunc(ctx, func() {
+		_ = pre.proc.stdin.CloseWithError(context.Cause(ctx))
+		_ = pre.proc.stdout.CloseWithError(context.Cause(ctx))
+	})()
+	line, end := wu.WarmUp()
+	if _, err := pre.proc.stdin.Write(line); err != nil {
+		pre.spoiled = fmt.Errorf("the warm-up could not be written: %w", err)
+		return
+	}
+	for {
+		l, err := readLine(pre.proc.stdout, maxWarmUpLine)
+		if err != nil {
+			pre.spoiled = fmt.Errorf("the CLI's output during its warm-up: %w", err)
+			return
+		}
+		done, err := end(l)
+		switch {
+		case done && err != nil:
+			r.log.Info("the pre-started CLI refused its warm-up; it takes its message without one", "error", err)
+			return
+		case done:
+			r.log.Debug("the pre-started CLI is warmed up", "took", time.Since(t0))
+			return
+		case err != nil:
+			pre.spoiled = err
+			return
+		}
+	}
+}
+
+// readLine reads one line from rd, without its newline and without reading
+// past it.
+func readLine(rd io.Reader, limit int) ([]byte, error) {
+	var line []byte
+	b := make([]byte, 1)
+	for {
+		if _, err := io.ReadFull(rd, b); err != nil {
+			return nil, err
+		}
+		if b[0] == '\n' {
+			return line, nil
+		}
+		if len(line) >= limit {
+			return nil, fmt.Errorf("a line is longer than %d bytes", limit)
+		}
+		line = append(line, b[0])
+	}
 }
 
 // openWarmRoute opens the model route of a turn in a kept container: for

@@ -61,6 +61,35 @@ type warmE2E struct {
 	cat     *swapCatalog
 	// first is when the scripted model received its latest request.
 	first atomic.Int64
+	// warmedUp counts the gateway's log lines of warmed-up pre-started
+	// CLIs, warmUpFailed those of refused warm-ups and of pre-started
+	// CLIs discarded at their turn.
+	warmedUp, warmUpFailed atomic.Int32
+}
+
+// logSink is the gateway's log: to the test's log (testWriter), and
+// counted where the tests look at it.
+type logSink struct {
+	testWriter
+	env *warmE2E
+}
+
+func (w logSink) Write(p []byte) (int, error) {
+	switch line := string(p); {
+	case strings.Contains(line, "the pre-started CLI is warmed up"):
+		w.env.warmedUp.Add(1)
+	case strings.Contains(line, "cannot take the turn"), strings.Contains(line, "refused its warm-up"):
+		w.env.warmUpFailed.Add(1)
+	}
+	return w.testWriter.Write(p)
+}
+
+// noWarmUpUpstream checks that no warm-up call reached the upstream.
+func (env *warmE2E) noWarmUpUpstream(t testing.TB) {
+	t.Helper()
+	for _, r := range env.api.MessageRequests() {
+		require.NotContains(t, r.LastUserText(), claude.WarmUpQuestion, "a warm-up call reached the upstream")
+	}
 }
 
 // warmAssistant is the "coder" of the session e2e tests with idle.
@@ -114,7 +143,7 @@ func newWarmE2EOn(t testing.TB, dataDir string, newExec func(context.Context, hc
 		},
 		SessionDir:      filepath.Join(dataDir, "sessions"),
 		TeardownTimeout: 30 * time.Second,
-		Logger:          hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}}),
+		Logger:          hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: logSink{testWriter{t}, env}}),
 	})
 	require.NoError(t, err)
 	env.o = o
@@ -217,6 +246,11 @@ func TestE2ESessionPolicyKeepsTheChatsContainer(t *testing.T) {
 		assert.Equal(t, []string{kept}, chatContainers(t, dataDir, "w1"), "turn %d ran in the same container", turn)
 		t.Logf("turn %d: first model request after %v, result after %v", turn, first.Round(time.Millisecond), took.Round(time.Millisecond))
 	}
+	// Each warm turn's CLI did a model call's work before its message,
+	// answered by the gateway alone.
+	assert.GreaterOrEqual(t, env.warmedUp.Load(), int32(4), "the pre-started CLIs of turns 2-5 were warmed up")
+	assert.Zero(t, env.warmUpFailed.Load(), "no warm-up failed or was refused")
+	env.noWarmUpUpstream(t)
 
 	// Idle past idle_ttl: the container goes, the workspace and the
 	// session stay.
@@ -509,6 +543,40 @@ func BenchmarkSessionTurn(b *testing.B) {
 		coldRes, warmFirst, warmRes, preFirst, preRes)
 }
 
+// TestE2ESessionSpoiledWarmUp: a pre-started CLI that does anything but
+// its warm-up (here, a whole turn of its own, as a CLI that changed what
+// a side question does would) never takes a request: the turn resets the
+// container and starts a new CLI, and neither the upstream nor the
+// session's transcript ever sees what that CLI did.
+func TestE2ESessionSpoiledWarmUp(t *testing.T) {
+	const planted = "PLANTED-WARM-UP-TURN"
+	env := newWarmE2E(t, t.TempDir(), "", 10*time.Minute)
+	line := `{"type":"user","message":{"role":"user","content":"` + planted + `"}}` + "\n"
+	env.runner.warmUp.Store(&line)
+	ctx := context.Background()
+	conv := []string{"Please run the command."}
+	a1, _, _, _ := env.ask(t, "alice:spoil", conv...)
+	require.Contains(t, a1, sessionMarker)
+	conv = append(conv, a1)
+	require.NoError(t, env.o.Settle(ctx))
+	for turn := 2; turn <= 3; turn++ {
+		conv = append(conv, fmt.Sprintf("Thanks. Turn %d: what did it print?", turn))
+		answer, reqs, _, _ := env.ask(t, "alice:spoil", conv...)
+		conv = append(conv, answer)
+		assert.Equal(t, "Answered without tools.", answer)
+		uses, _ := toolBlocks(reqs[0])
+		assert.Len(t, uses, 1, "turn %d continues the session with turn 1's tool_use", turn)
+		require.NoError(t, env.o.Settle(ctx))
+		assert.Equal(t, int32(turn-1), env.warmUpFailed.Load(), "turn %d discarded the spoiled CLI", turn)
+	}
+	assert.Zero(t, env.warmedUp.Load())
+	for _, r := range env.api.MessageRequests() {
+		for _, m := range r.Body.Messages {
+			require.NotContains(t, m.Content.Text(), planted, "the spoiled CLI's turn reached the upstream or the session")
+		}
+	}
+}
+
 // TestE2EPrewarmedSandboxStartsTheCLI: pre-warming a client sandbox
 // starts its container and a CLI for a new session before any message;
 // the first request of a new chat in it takes that CLI (same session id)
@@ -537,6 +605,9 @@ func TestE2EPrewarmedSandboxStartsTheCLI(t *testing.T) {
 	got, ok := flag(env.runner.last(), "--session-id")
 	require.True(t, ok)
 	assert.Equal(t, preSession, got, "the first request adopted the pre-started CLI's session")
+	assert.Equal(t, int32(1), env.warmedUp.Load(), "the CLI for a new session was warmed up")
+	assert.Zero(t, env.warmUpFailed.Load())
+	env.noWarmUpUpstream(t)
 	require.NoError(t, env.o.Settle(ctx))
 	assert.Equal(t, ids, chatContainers(t, dataDir, "_sbx.pw"), "in the pre-warmed container, kept after the turn")
 	t.Logf("pre-warmed sandbox: first model request after %v, result after %v", first.Round(time.Millisecond), took.Round(time.Millisecond))

@@ -22,6 +22,11 @@
 // and meters every call's usage as it streams past. Keys and tokens are
 // never logged.
 //
+// Between requests, a WarmUp serves the same socket for a pre-started CLI's
+// warm-up call: the token alone, POST /v1/messages alone, the body dropped
+// and a canned answer given by the gateway itself; nothing reaches the
+// upstream.
+//
 // Memory: a body needs a Content-Length within MaxRequestBytes; it is read
 // only after reserving its length from the sandbox's own byte budget (one
 // body's worth) and from the gateway's BodyBudget shared by all proxies,

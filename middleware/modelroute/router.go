@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -97,8 +98,9 @@ type Router struct {
 }
 
 var (
-	_ middleware.ModelRouter = (*Router)(nil)
-	_ middleware.TokenRouter = (*Router)(nil)
+	_ middleware.ModelRouter  = (*Router)(nil)
+	_ middleware.TokenRouter  = (*Router)(nil)
+	_ middleware.WarmUpRouter = (*Router)(nil)
 )
 
 // New returns a Router.
@@ -146,11 +148,7 @@ func (p *Router) Open(ctx context.Context, sb executor.Sandbox, a *middleware.As
 // chosen beforehand (a CLI started before its request, under the session
 // policy, already has it).
 func (p *Router) OpenToken(ctx context.Context, sb executor.Sandbox, a *middleware.Assistant, tok string) (middleware.ModelRoute, error) {
-	relay, _ := sb.(middleware.ModelRelay)
-	if relay == nil || relay.ModelBaseURL() == "" {
-		return nil, errors.New("modelroute: the sandbox has no model relay; run the executor with the helper (executor/docker Options.HelperBinary or UseImageHelper)")
-	}
-	uid, gid, err := executor.ParseUser(a.Sandbox.Spec.User)
+	base, uid, gid, err := relayOf(sb, a)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +177,58 @@ func (p *Router) OpenToken(ctx context.Context, sb executor.Sandbox, a *middlewa
 		return nil, errors.Join(fmt.Errorf("modelroute: model route: %w", err), proxy.Close())
 	}
 	go func() { _ = proxy.Serve(ln) }()
-	return &proxyRoute{proxy: proxy, ln: ln, base: relay.ModelBaseURL(), token: tok}, nil
+	return &proxyRoute{proxy: proxy, ln: ln, base: base, token: tok}, nil
+}
+
+// relayOf is where sb's agent reaches its model relay and the user the
+// relay's socket belongs to.
+func relayOf(sb executor.Sandbox, a *middleware.Assistant) (base string, uid, gid int, err error) {
+	relay, _ := sb.(middleware.ModelRelay)
+	if relay == nil || relay.ModelBaseURL() == "" {
+		return "", 0, 0, errors.New("modelroute: the sandbox has no model relay; run the executor with the helper (executor/docker Options.HelperBinary or UseImageHelper)")
+	}
+	uid, gid, err = executor.ParseUser(a.Sandbox.Spec.User)
+	return relay.ModelBaseURL(), uid, gid, err
+}
+
+// OpenWarmUp implements middleware.WarmUpRouter: between requests, it
+// answers the warm-up call of a CLI started with tok on the sandbox's model
+// socket itself (modelproxy.WarmUp), never reaching the upstream.
+func (p *Router) OpenWarmUp(ctx context.Context, sb executor.Sandbox, a *middleware.Assistant, tok string) (io.Closer, error) {
+	_, uid, gid, err := relayOf(sb, a)
+	if err != nil {
+		return nil, err
+	}
+	wu, err := modelproxy.NewWarmUp(tok, p.opts.MaxRequestBytes)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := helper.ListenSandbox(ctx, sb, helper.ModelSocket, uid, gid)
+	if err != nil {
+		return nil, fmt.Errorf("modelroute: warm-up route: %w", err)
+	}
+	go func() { _ = wu.Serve(ln) }()
+	return &warmUpRoute{wu: wu, ln: ln}, nil
+}
+
+// warmUpRoute is a WarmUp on its listener.
+type warmUpRoute struct {
+	wu *modelproxy.WarmUp
+	ln net.Listener
+}
+
+// Close stops the warm-up and its listener (Serve may not have taken it
+// yet).
+func (r *warmUpRoute) Close() error { return closeServed(r.wu, r.ln) }
+
+// closeServed stops a server and then its listener, which Serve may not
+// have taken yet.
+func closeServed(srv io.Closer, ln net.Listener) error {
+	err := srv.Close()
+	if cerr := ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
+		err = errors.Join(err, cerr)
+	}
+	return err
 }
 
 // client is the upstream client of a's proxy: the router's own, or for a
@@ -258,10 +307,4 @@ func (r *proxyRoute) Settle(ctx context.Context) error { return r.proxy.Idle(ctx
 func (r *proxyRoute) BudgetStop() string { return r.proxy.BudgetStop() }
 
 // Close stops the proxy and its listener (Serve may not have taken it yet).
-func (r *proxyRoute) Close() error {
-	err := r.proxy.Close()
-	if cerr := r.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
-		err = errors.Join(err, cerr)
-	}
-	return err
-}
+func (r *proxyRoute) Close() error { return closeServed(r.proxy, r.ln) }
