@@ -84,12 +84,21 @@ func (w logSink) Write(p []byte) (int, error) {
 	return w.testWriter.Write(p)
 }
 
+// neverUpstream checks that no message of any model request the upstream
+// received contains text.
+func (env *warmE2E) neverUpstream(t testing.TB, text, msg string) {
+	t.Helper()
+	for _, r := range env.api.MessageRequests() {
+		for _, m := range r.Body.Messages {
+			require.NotContains(t, m.Content.Text(), text, msg)
+		}
+	}
+}
+
 // noWarmUpUpstream checks that no warm-up call reached the upstream.
 func (env *warmE2E) noWarmUpUpstream(t testing.TB) {
 	t.Helper()
-	for _, r := range env.api.MessageRequests() {
-		require.NotContains(t, r.LastUserText(), claude.WarmUpQuestion, "a warm-up call reached the upstream")
-	}
+	env.neverUpstream(t, claude.WarmUpQuestion, "a warm-up call reached the upstream")
 }
 
 // warmAssistant is the "coder" of the session e2e tests with idle.
@@ -570,11 +579,7 @@ func TestE2ESessionSpoiledWarmUp(t *testing.T) {
 		assert.Equal(t, int32(turn-1), env.warmUpFailed.Load(), "turn %d discarded the spoiled CLI", turn)
 	}
 	assert.Zero(t, env.warmedUp.Load())
-	for _, r := range env.api.MessageRequests() {
-		for _, m := range r.Body.Messages {
-			require.NotContains(t, m.Content.Text(), planted, "the spoiled CLI's turn reached the upstream or the session")
-		}
-	}
+	env.neverUpstream(t, planted, "the spoiled CLI's turn reached the upstream or the session")
 }
 
 // TestE2EPrewarmedSandboxStartsTheCLI: pre-warming a client sandbox

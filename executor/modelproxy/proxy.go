@@ -121,8 +121,8 @@ type Proxy struct {
 	stopped  string // the budget that first refused a call
 	usage    executor.Usage
 	calls    []Call
-	srv      *http.Server
-	closed   bool
+
+	server socketServer
 }
 
 var _ http.Handler = (*Proxy)(nil)
@@ -177,34 +177,12 @@ func New(o Options) (*Proxy, error) {
 
 // Serve answers on ln (the unix listener at {hostDir}/model.sock) until
 // Close. It returns nil after Close.
-func (p *Proxy) Serve(ln net.Listener) error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return errors.New("modelproxy: serve after close")
-	}
-	// "OPTIONS *" would otherwise be answered by net/http itself.
-	srv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, DisableGeneralOptionsHandler: true}
-	p.srv = srv
-	p.mu.Unlock()
-	err := srv.Serve(ln)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
-}
+func (p *Proxy) Serve(ln net.Listener) error { return p.server.serve(ln, p) }
 
 // Close stops serving and cuts calls in flight. Safe to call more than once.
 func (p *Proxy) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	srv := p.srv
-	p.mu.Unlock()
 	p.cancel()
-	if srv != nil {
-		return srv.Close()
-	}
-	return nil
+	return p.server.close()
 }
 
 // Idle waits until no call is in flight, so that Usage holds every call

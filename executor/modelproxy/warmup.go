@@ -9,9 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // WarmUp answers a waiting CLI's warm-up call: a model call the CLI makes
@@ -22,17 +20,13 @@ import (
 // token alone, on POST /v1/messages only; it drops the body as it arrives
 // (at most the limit given to NewWarmUp) and answers every call itself
 // with a short canned message, streamed: nothing is forwarded, metered or
-// billed. Its
-// answers close their connection, so that the CLI opens a new one to the
-// request's Proxy. It is safe for concurrent use.
+// billed. Its answers close their connection, so that the CLI opens a new
+// one to the request's Proxy. It is safe for concurrent use.
 type WarmUp struct {
 	token   string
 	maxBody int64
 	calls   atomic.Int64
-
-	mu     sync.Mutex
-	srv    *http.Server
-	closed bool
+	server  socketServer
 }
 
 // WarmUpReply is the text of every warm-up answer.
@@ -54,31 +48,10 @@ func NewWarmUp(token string, maxBody int64) (*WarmUp, error) {
 func (w *WarmUp) Calls() int { return int(w.calls.Load()) }
 
 // Serve answers on ln until Close; it returns nil after Close.
-func (w *WarmUp) Serve(ln net.Listener) error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return errors.New("modelproxy: warm-up served after close")
-	}
-	w.srv = &http.Server{Handler: w, ReadHeaderTimeout: 30 * time.Second, DisableGeneralOptionsHandler: true}
-	srv := w.srv
-	w.mu.Unlock()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
+func (w *WarmUp) Serve(ln net.Listener) error { return w.server.serve(ln, w) }
 
 // Close stops serving and cuts calls in flight. Safe to call more than once.
-func (w *WarmUp) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.closed = true
-	if w.srv == nil {
-		return nil
-	}
-	return w.srv.Close()
-}
+func (w *WarmUp) Close() error { return w.server.close() }
 
 // ServeHTTP checks the token and the endpoint and answers the call.
 func (w *WarmUp) ServeHTTP(rw http.ResponseWriter, r *http.Request) {

@@ -72,9 +72,8 @@ func TestAttackBetweenSessionTurns(t *testing.T) {
 	r1.RequireOK(t)
 	require.Contains(t, r1.Steps[0].Output, "lurker-planted", "the lurker runs")
 	ws := r1.Workspace
-	for _, m := range []string{".marker-home-hook"} {
-		_ = os.Remove(filepath.Join(ws, m)) // what fired during turn 1 is not the point
-	}
+	// What fired during turn 1 is not the point.
+	_ = os.Remove(filepath.Join(ws, ".marker-home-hook"))
 
 	// The user reads the answer: the next CLI starts and warms up
 	// meanwhile.
