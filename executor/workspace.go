@@ -39,11 +39,12 @@ func ValidateID(kind, id string) error {
 	if id[0] == '.' || id[0] == '-' {
 		return fmt.Errorf("%s %q starts with %q; it must start with a letter, digit or '_': %w", kind, id, id[0], ErrInvalid)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
+	// By rune, so that the message names the character the client sent
+	// (an invalid byte is reported as U+FFFD).
+	for i, c := range id {
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
 		if !ok {
-			return fmt.Errorf("%s %q has %q at byte %d; only [A-Za-z0-9_.-] are allowed: %w", kind, id, c, i, ErrInvalid)
+			return fmt.Errorf("%s %q has %q (%U) at byte %d; only [A-Za-z0-9_.-] are allowed: %w", kind, id, c, c, i, ErrInvalid)
 		}
 	}
 	return nil

@@ -48,6 +48,11 @@ func TestValidateID(t *testing.T) {
 		"nul":               {id: "a\x00", wantErr: "only [A-Za-z0-9_.-]"},
 		"space":             {id: "a b", wantErr: "only [A-Za-z0-9_.-]"},
 		"unicode":           {id: "é", wantErr: "only [A-Za-z0-9_.-]"},
+		// The message names the rune the client sent and its byte offset,
+		// not the rune's first byte read as Latin-1 ('Ã' for 'ü').
+		"unicode named":  {id: "jürgen", wantErr: `has 'ü' (U+00FC) at byte 1`},
+		"invalid utf-8":  {id: "a\xffb", wantErr: `(U+FFFD) at byte 1`},
+		"unicode at end": {id: "ab€", wantErr: `has '€' (U+20AC) at byte 2`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
