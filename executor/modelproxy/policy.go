@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/agentbox/agentbox/internal/strictjson"
 	"github.com/tidwall/gjson"
 )
 
@@ -28,34 +29,6 @@ const (
 // recursively: a 30 MiB body of "[" nesting 15 million deep overflows the
 // goroutine stack, a fatal error that takes the whole gateway down.
 const maxJSONDepth = 512
-
-// jsonDepthOK reports whether b nests arrays and objects at most max deep,
-// in one pass that skips strings.
-func jsonDepthOK(b []byte, max int) bool {
-	depth, inStr, esc := 0, false, false
-	for _, c := range b {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == '[' || c == '{':
-			if depth++; depth > max {
-				return false
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return true
-}
 
 // DefaultMaxOutputTokens caps a call's max_tokens when
 // Options.MaxOutputTokens is 0; Claude Code 2.1.197 and 2.1.330 send 32000.
@@ -166,14 +139,15 @@ type shaped struct {
 
 // shape checks a request body and pins its model and max_tokens without
 // copying it: the result is the original bytes with the edited values
-// spliced in. Invalid JSON and duplicate top-level keys are refused, so
-// the proxy and the upstream cannot read different values from one body.
+// spliced in. The body is read strictly first (strictjson: no name twice
+// in any object, valid UTF-8, one object and nothing after it), so that
+// the proxy and the upstream cannot read different values from one body:
+// the model it pins, the server tools it refuses ({"type": "custom",
+// "type": "web_fetch_..."} is one tool to a reader keeping the first name
+// and another to one keeping the last).
 func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
-	if !jsonDepthOK(body, maxJSONDepth) {
-		return nil, badRequest("the request body nests deeper than %d levels", maxJSONDepth)
-	}
-	if !gjson.ValidBytes(body) {
-		return nil, badRequest("the request body is not valid JSON")
+	if _, err := strictjson.Read(body, strictjson.Options{Names: bodyKeys, MaxDepth: maxJSONDepth}); err != nil {
+		return nil, badRequest("the request body is not valid JSON: %v", err)
 	}
 	// The body is not changed while doc is in use; the string view avoids
 	// copying up to MaxRequestBytes.
@@ -181,7 +155,6 @@ func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
 	if !doc.IsObject() {
 		return nil, badRequest("the request body is not a JSON object")
 	}
-	seen := map[string]bool{}
 	var model, maxTokens, stream gjson.Result
 	var f *refusal
 	members := 0
@@ -189,8 +162,6 @@ func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
 		members++
 		key := k.String()
 		switch {
-		case seen[key]:
-			f = badRequest("the request body has the field %q twice", clip(key))
 		case !slices.Contains(bodyKeys, key):
 			f = badRequest("the request field %q is not allowed through the sandbox's model proxy", clip(key))
 		case key == "tools" && v.IsArray():
@@ -211,7 +182,6 @@ func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
 		case key == "stream":
 			stream = v
 		}
-		seen[key] = true
 		return f == nil
 	})
 	if f != nil {
