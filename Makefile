@@ -13,7 +13,7 @@ include examples/images/VERSIONS
 # The sandbox image with the previous pin, for test-claude-previous.
 PREVIOUS_IMAGE ?= agentbox/sandbox-claude:$(CLAUDE_CODE_VERSION_PREVIOUS)
 
-.PHONY: all setup helper image image-previous test test-claude-previous test-runsc test-k8s vet lint demo clean k8s-up k8s-down
+.PHONY: all setup helper image image-previous test test-claude-previous test-runsc test-k8s vet lint fuzz demo clean k8s-up k8s-down
 
 all: vet test
 
@@ -61,6 +61,12 @@ vet:
 ## test: set up what is missing, then vet and run every test with the race detector
 test: setup vet
 	$(GO) test $(TEST_FLAGS) ./...
+
+## fuzz: the differential fuzz targets of the one reading of a request body (FUZZTIME each); their corpora also run in make test
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzOneReading$$' -fuzztime $(FUZZTIME) ./middleware/openai
+	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./internal/strictjson
 
 ## lint: golangci-lint (pinned) with the layering rules of .golangci.yml
 lint:

@@ -128,8 +128,16 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		return g, err
 	}
 	g.orch, g.catalog = g.stack.Orchestrator, g.stack.Catalog
-	// agentbox in front of the gateway's own plain path.
-	api := g.stack.Middleware(newUpstream(g.Config.Assistants, g.log.Named("upstream")))
+	// agentbox in front of the gateway's own plain path, which knows the
+	// plain assistants only: a sandboxed one never runs without its
+	// sandbox, whatever reaches it.
+	plain := map[string]*config.Assistant{}
+	for id, a := range g.Config.Assistants {
+		if a.Sandbox == nil {
+			plain[id] = a
+		}
+	}
+	api := g.stack.Middleware(newUpstream(plain, g.log.Named("upstream")))
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return g, fmt.Errorf("listen on %s: %w; pass another -addr", o.Addr, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
+	"github.com/agentbox/agentbox/middleware/openai"
 )
 
 // TestMountInFrontOfAServeMux: a gateway whose http.ServeMux already
@@ -78,4 +79,73 @@ func TestMountInFrontOfAServeMux(t *testing.T) {
 		ids = append(ids, m.ID)
 	}
 	assert.Subset(t, ids, []string{"coder", "qa", "gpt-own"})
+}
+
+// TestStackMiddlewareOneReading is issue 32's finding 1 through
+// Stack.Middleware with the example's configuration: in front of a
+// gateway handler that decodes with encoding/json and would serve any
+// assistant of the directory (sandboxed ones included, from their
+// connectors), a body that names the sandboxed "coder" to encoding/json but
+// something else to another reader (a duplicate "model", a case variant,
+// an escaped name, invalid UTF-8) or that is too large to read is refused
+// in OpenAI's error shape. The handler never serves coder and no container
+// starts.
+func TestStackMiddlewareOneReading(t *testing.T) {
+	g, data := startGateway(t)
+	var mu sync.Mutex
+	var served []string
+	naive := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model string `json:"model"`
+		}
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &req); err != nil {
+			http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		served = append(served, req.Model)
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"served":"`+req.Model+`"}`)
+	})
+	srv := httptest.NewServer(g.stack.Middleware(naive))
+	defer srv.Close()
+
+	const msgs = `"messages":[{"role":"user","content":"write hello.txt"}]`
+	for name, body := range map[string]string{
+		"duplicate model":  `{"model":"nonexistent","model":"coder",` + msgs + `}`,
+		"case variant":     `{"model":"nonexistent","Model":"coder",` + msgs + `}`,
+		"escaped name":     `{"model":"nonexistent","mod\u0065l":"coder",` + msgs + `}`,
+		"invalid utf-8":    "{\"model\":\"qa\",\"Model\":\"coder\xff\"," + msgs + `}`,
+		"trailing object":  `{"model":"qa",` + msgs + `}{"model":"coder"}`,
+		"over the cap":     `{"model":"qa","Model":"coder",` + msgs + `,"pad":"` + strings.Repeat("x", 9<<20) + `"}`,
+		"sandbox garbage":  `{"model":"coder"} garbage`,
+		"loose model name": `{"model":"Coder",` + msgs + `}`,
+	} {
+		path := "/v1/chat/completions"
+		if strings.HasPrefix(name, "sandbox") {
+			path = "/v1/sandboxes"
+		}
+		req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set(openai.HeaderUser, demoUser)
+		req.Header.Set("X-Agentbox-Chat", "one-reading")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		got, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		assert.Contains(t, []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge}, resp.StatusCode, "%s: %s", name, got)
+		var e struct {
+			Error struct {
+				Type string `json:"type"`
+			} `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal(got, &e), "%s: %s", name, got)
+		assert.Equal(t, "invalid_request_error", e.Error.Type, "%s: %s", name, got)
+	}
+	mu.Lock()
+	assert.Empty(t, served, "the gateway's own handler served nothing")
+	mu.Unlock()
+	assert.Empty(t, managedContainers(t, data), "no sandbox started")
+	assert.Empty(t, g.stack.Orchestrator.Sandboxes(demoUser), "no client sandbox was created")
 }

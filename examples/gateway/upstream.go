@@ -24,8 +24,9 @@ const maxPlainBody = 32 << 20
 
 // upstream is the gateway's own chat completions path, the handler that
 // agentbox's middleware sits in front of: a reverse proxy that answers a
-// plain assistant (no sandbox block) from its connector's OpenAI-compatible
-// chat completions API. For an openai connector that is its host; for an
+// plain assistant (no sandbox block; it is given no other) from its
+// connector's OpenAI-compatible chat completions API. For an openai
+// connector that is its host; for an
 // anthropic one it is Anthropic's OpenAI SDK compatibility endpoint
 // ({host}/v1/chat/completions), which takes the key as a bearer token. The
 // request goes upstream as the client sent it (streamed or not, every

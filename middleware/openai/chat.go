@@ -2,15 +2,18 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
+	"slices"
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/strictjson"
 	"github.com/agentbox/agentbox/middleware"
 )
 
@@ -24,23 +27,24 @@ const (
 // maxModelLen bounds the model name, which every chunk repeats.
 const maxModelLen = 256
 
-// decodeChat reads and checks a chat completion request.
-// authUser, when not empty, is the authenticated user id, which wins.
-func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request, authUser string) (*middleware.Request, *middleware.Error) {
-	body, err := readBody(w, r, s.opts.MaxBodyBytes, s.opts.BodyTimeout)
-	if err != nil {
-		return nil, err
-	}
+// decodeChat checks a chat completion request from the adapter's one
+// reading of its body (obj) and its headers. authUser, when not empty, is
+// the authenticated user id, which wins.
+func (s *Server) decodeChat(obj *strictjson.Object, h http.Header, authUser string) (*middleware.Request, *middleware.Error) {
 	var cr chatRequest
-	if err := json.Unmarshal(body, &cr); err != nil {
-		return nil, badRequest("", "the body is not a valid chat completion request: %v; send JSON with model and messages", err)
+	if err := obj.Into(&cr); err != nil {
+		return nil, refusal("chat completion request", err)
 	}
-	var rest map[string]any
-	if err := json.Unmarshal(body, &rest); err != nil {
-		return nil, badRequest("", "the body is not a JSON object: %v", err)
-	}
-	for _, k := range knownFields {
-		delete(rest, k)
+	rest := make(map[string]any, len(obj.Names()))
+	for _, k := range obj.Names() {
+		if slices.Contains(knownFields, k) {
+			continue
+		}
+		var v any
+		if err := obj.Decode(k, &v); err != nil {
+			return nil, refusal("chat completion request", err)
+		}
+		rest[k] = v
 	}
 	switch {
 	case cr.Model == "":
@@ -52,15 +56,18 @@ func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request, authUser str
 	case cr.N != nil && *cr.N != 1:
 		return nil, badRequest("n", "n is %d; this endpoint answers with one choice, so leave n out or set it to 1", *cr.N)
 	}
+	if herr := checkHeaders(h); herr != nil {
+		return nil, herr
+	}
 	msgs, merr := messagesOf(cr.Messages)
 	if merr != nil {
 		return nil, merr
 	}
-	user, chat, ierr := idsOf(r.Header, cr.User, authUser)
+	user, chat, ierr := idsOf(h, cr.User, authUser)
 	if ierr != nil {
 		return nil, ierr
 	}
-	sandbox := r.Header.Get(HeaderSandbox)
+	sandbox := h.Get(HeaderSandbox)
 	switch {
 	case sandbox == "":
 		sandbox = cr.Sandbox
@@ -86,7 +93,8 @@ func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request, authUser str
 	return req, nil
 }
 
-// errBodyTooLarge marks a body over the cap, answered with 413.
+// errBodyTooLarge marks a body over the cap, answered with 413;
+// errBodyTimeout one that did not arrive in time, answered with 408.
 var (
 	errBodyTooLarge = errors.New("openai: request body too large")
 	errBodyTimeout  = errors.New("openai: request body too slow")
@@ -113,27 +121,6 @@ func bodyTimeout(w http.ResponseWriter, timeout time.Duration) *middleware.Error
 	w.Header().Set("Connection", "close")
 	return middleware.Errorf(middleware.KindBadRequest, errBodyTimeout,
 		"the request body did not arrive within %v of the headers; send it at once", timeout)
-}
-
-// readBody reads the body up to max bytes, within timeout (bodyDeadline).
-func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, *middleware.Error) {
-	lift := bodyDeadline(w, timeout)
-	var buf bytes.Buffer
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, max))
-	if err == nil {
-		lift()
-	}
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, middleware.Errorf(middleware.KindBadRequest, errBodyTooLarge,
-			"the request body is larger than %d bytes; shorten the conversation or raise the gateway's body limit", max)
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, bodyTimeout(w, timeout)
-	case err != nil:
-		return nil, badRequest("", "reading the request body failed: %v", err)
-	}
-	return buf.Bytes(), nil
 }
 
 // messagesOf converts the input messages: "developer" is a system message;
@@ -165,7 +152,7 @@ func messagesOf(in []chatMessage) ([]executor.Message, *middleware.Error) {
 }
 
 // textOf reads a message content: a string, null (empty) or text parts.
-func textOf(raw json.RawMessage) (string, *middleware.Error) {
+func textOf(raw jsontext.Value) (string, *middleware.Error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return "", nil
@@ -173,13 +160,13 @@ func textOf(raw json.RawMessage) (string, *middleware.Error) {
 	switch raw[0] {
 	case '"':
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := jsonv2.Unmarshal(raw, &s); err != nil {
 			return "", badRequest("", "not a valid string: %v", err)
 		}
 		return s, nil
 	case '[':
 		var parts []contentPart
-		if err := json.Unmarshal(raw, &parts); err != nil {
+		if err := jsonv2.Unmarshal(raw, &parts); err != nil {
 			return "", badRequest("", "not a valid array of content parts: %v", err)
 		}
 		var b strings.Builder

@@ -22,6 +22,11 @@
 //     then carries the sandbox's lifecycle (kind "sandbox": connected,
 //     file_written, exec) in the extension.
 //
+// Every body the adapter routes on is read once, strictly, and refused
+// with 400 when another reader could read it differently (reading.go:
+// duplicate or look-alike names, invalid UTF-8, data after the object),
+// whether agentbox or Options.Next would have answered it.
+//
 // The request body is capped (Options.MaxBodyBytes, 8 MiB by default;
 // 413 beyond it). When the client goes away the handler's context is
 // canceled, which tears the sandbox down.

@@ -1,14 +1,10 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 
 	"github.com/tidwall/gjson"
 
@@ -36,42 +32,6 @@ func Middleware(opts Options) func(next http.Handler) http.Handler {
 		}
 		return s
 	}
-}
-
-// ours reports whether the chat completion r is for a sandboxed assistant
-// of the catalog, reading as much of the body as it must to know. The
-// body is put back whole either way, so that next reads what the client
-// sent. The read is bounded by BodyTimeout, as readBody's: a body that
-// does not arrive in time is an error (answered 408), not a goroutine and
-// a connection held for as long as the client trickles.
-func (s *Server) ours(w http.ResponseWriter, r *http.Request) (bool, *middleware.Error) {
-	if s.opts.Catalog == nil {
-		return false, nil
-	}
-	lift := bodyDeadline(w, s.opts.BodyTimeout)
-	head, err := io.ReadAll(io.LimitReader(r.Body, s.opts.MaxBodyBytes+1))
-	r.Body = &rejoined{Reader: io.MultiReader(bytes.NewReader(head), r.Body), Closer: r.Body}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return false, bodyTimeout(w, s.opts.BodyTimeout)
-	}
-	lift()
-	if err != nil || int64(len(head)) > s.opts.MaxBodyBytes {
-		// Not ours to judge: a body over our cap or a broken read goes on
-		// to next, which sees the same bytes and the same failure.
-		return false, nil
-	}
-	m := gjson.GetBytes(head, "model")
-	if m.Type != gjson.String {
-		return false, nil
-	}
-	a, err := s.opts.Catalog.Lookup(r.Context(), m.String())
-	return err == nil && a != nil && a.Sandbox != nil, nil
-}
-
-// rejoined is a request body put back together after a peek.
-type rejoined struct {
-	io.Reader
-	io.Closer
 }
 
 // nextModels asks next for its model list (GET /v1/models with the

@@ -76,16 +76,12 @@ func TestMiddlewarePassesEverythingElseThrough(t *testing.T) {
 	assert.Empty(t, own.bodies, "a sandboxed request never reaches the gateway's handler")
 
 	// Plain requests reach the gateway byte for byte: odd spacing, a
-	// plain assistant of the catalog, unknown models, no model, a body
-	// that is not JSON, a large body.
-	large := `{"model":"gpt-own","messages":[{"role":"user","content":"` + strings.Repeat("x", 9<<20) + `"}]}`
+	// plain assistant of the catalog, unknown models, no model.
 	plain := []string{
 		`{ "model" : "gpt-own",  "messages":[{"role":"user","content":"hi"}], "stream":true }`,
 		`{"model":"qa","messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"nobody","messages":[]}`,
 		`{"messages":[]}`,
-		`not json at all`,
-		large,
 	}
 	for i, b := range plain {
 		code, got := do("POST", "/v1/chat/completions", b)
@@ -93,6 +89,32 @@ func TestMiddlewarePassesEverythingElseThrough(t *testing.T) {
 		assert.Equal(t, `{"own":true}`, got)
 		require.Len(t, own.bodies, i+1)
 		assert.True(t, bytes.Equal([]byte(b), own.bodies[i]), "request %d reaches the gateway unchanged", i)
+	}
+	assert.Equal(t, 1, sandboxed)
+
+	// A body the adapter cannot read as one meaning (not JSON, larger than
+	// the body cap) could name a sandboxed assistant to the gateway's
+	// reader: refused by default (reading_test.go), passed on byte for
+	// byte with PassUnreadable, for a gateway whose handler refuses them
+	// itself.
+	large := `{"model":"gpt-own","messages":[{"role":"user","content":"` + strings.Repeat("x", 9<<20) + `"}]}`
+	unreadable := []string{`not json at all`, large}
+	for _, b := range unreadable {
+		code, _ := do("POST", "/v1/chat/completions", b)
+		assert.Contains(t, []int{400, 413}, code)
+	}
+	require.Len(t, own.bodies, len(plain), "refused bodies never reach the gateway")
+	loose := httptest.NewServer(openai.Middleware(openai.Options{Handler: h, Catalog: cat, PassUnreadable: true})(own))
+	defer loose.Close()
+	for i, b := range unreadable {
+		resp, err := http.Post(loose.URL+"/v1/chat/completions", "application/json", strings.NewReader(b))
+		require.NoError(t, err)
+		got, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, `{"own":true}`, string(got))
+		require.Len(t, own.bodies, len(plain)+i+1)
+		assert.True(t, bytes.Equal([]byte(b), own.bodies[len(plain)+i]), "unreadable request %d reaches the gateway unchanged", i)
 	}
 	assert.Equal(t, 1, sandboxed)
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/strictjson"
 	"github.com/agentbox/agentbox/middleware"
 )
 
@@ -47,6 +48,9 @@ func sandboxOf(sb middleware.ClientSandbox) sandboxObject {
 		ExpiresAt: sb.Expires.Unix(), TTLSeconds: int64(sb.TTL / time.Second), State: sb.State}
 }
 
+// createFields are the members of createSandbox.
+var createFields = []string{"id", "model", "ttl_seconds", "tags", "prewarm"}
+
 // createSandbox is the body of POST /v1/sandboxes.
 type createSandbox struct {
 	ID         string            `json:"id"`
@@ -61,6 +65,10 @@ type createSandbox struct {
 func (s *Server) sandboxUser(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if s.opts.Sandboxes == nil {
 		s.noRoute(w, r)
+		return "", false
+	}
+	if e := checkHeaders(r.Header); e != nil {
+		writeError(w, e)
 		return "", false
 	}
 	user := r.Header.Get(HeaderUser)
@@ -113,16 +121,16 @@ func (s *Server) sandboxes(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 	case http.MethodPost:
 		defer func() { _ = r.Body.Close() }()
-		body, err := readBody(w, r, s.opts.MaxBodyBytes, s.opts.BodyTimeout)
-		if err != nil {
-			writeError(w, err)
+		body, e := s.readOnce(w, r)
+		if e != nil {
+			s.refuseOwn(w, e)
 			return
 		}
 		var c createSandbox
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil {
-			writeError(w, badRequest("", "the body is not a sandbox request: %v; send {\"model\": \"<assistant>\", \"id\", \"ttl_seconds\", \"tags\", \"prewarm\"}", err))
+		if err := strictjson.Unmarshal(body, &c, strictjson.Options{Names: createFields}); err != nil {
+			e := refusal("sandbox request", err)
+			e.Message += `; send {"model": "<assistant>", "id", "ttl_seconds", "tags", "prewarm"}`
+			writeError(w, e)
 			return
 		}
 		if c.Model == "" {

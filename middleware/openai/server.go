@@ -57,7 +57,20 @@ type Options struct {
 	// of Catalog, and every other path, reach it unchanged; GET /v1/models
 	// lists its models after the catalog's. Without it, the adapter
 	// answers everything itself and unknown paths get 404.
+	//
+	// The adapter reads a body it routes once and strictly (see
+	// reading.go): a chat completion (or a completions, responses,
+	// messages or embeddings request) whose body it cannot read as exactly
+	// one meaning, or that is larger than MaxBodyBytes, is refused rather
+	// than passed on, since Next might read it as a sandboxed assistant's.
 	Next http.Handler
+	// PassUnreadable hands the bodies that the strict reading refuses
+	// (not strict JSON, duplicate or look-alike names, compressed, larger
+	// than MaxBodyBytes) to Next unread instead of answering 400 or 413.
+	// Set it only when Next refuses those bodies itself; a body that names
+	// a sandboxed assistant is never passed on, and a late body is 408
+	// either way.
+	PassUnreadable bool
 	// Environments, when set, adds each sandboxed assistant's environment
 	// snapshot (executor.Environment: OS, tools, limits, network) to GET
 	// /v1/models/{id} as "environment" (the Orchestrator is one).
@@ -117,6 +130,9 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("/v1/sandboxes", s.sandboxes)
 	s.mux.HandleFunc("/v1/sandboxes/{id}", s.sandbox)
 	s.mux.HandleFunc("/v1/sandboxes/{id}/heartbeat", s.sandbox)
+	for _, p := range guardedPaths {
+		s.mux.HandleFunc(p, s.guarded)
+	}
 	s.mux.HandleFunc("/", s.noRoute)
 	return s, nil
 }
@@ -125,6 +141,13 @@ func New(opts Options) (*Server, error) {
 // answers 404.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Next != nil {
+		if route := routeTwin(r.URL.Path); route != "" {
+			e := &middleware.Error{Kind: middleware.KindNotFound, Message: "no route for " + r.Method + " " + clip(r.URL.EscapedPath()) +
+				"; send the request to exactly " + route}
+			s.logFailure("", e)
+			writeError(w, e)
+			return
+		}
 		s.opts.Next.ServeHTTP(w, r)
 		return
 	}
@@ -151,29 +174,37 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 		Message: r.Method + " is not allowed on " + r.URL.Path + "; use " + allow, Type: "invalid_request_error", Code: &code}})
 }
 
-// chatCompletions serves POST /v1/chat/completions.
+// chatCompletions serves POST /v1/chat/completions: it reads the body
+// once (reading.go), answers a sandboxed assistant's request, and passes
+// any other one to Next.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Next != nil {
-		mine := false
-		if r.Method == http.MethodPost {
-			var late *middleware.Error
-			if mine, late = s.ours(w, r); late != nil {
-				s.logFailure("", late)
-				s.writeStatus(w, http.StatusRequestTimeout, late)
-				return
-			}
-		}
-		if !mine {
-			s.opts.Next.ServeHTTP(w, r)
-			return
-		}
+	if s.opts.Next != nil && (s.opts.Catalog == nil || r.Method != http.MethodPost && (r.Body == nil || r.Body == http.NoBody)) {
+		s.opts.Next.ServeHTTP(w, r)
+		return
 	}
-	if r.Method != http.MethodPost {
+	if s.opts.Next == nil && r.Method != http.MethodPost {
+		methodNotAllowed(w, r, http.MethodPost)
+		return
+	}
+	defer func() { _ = r.Body.Close() }()
+	body, e := s.readOnce(w, r)
+	if e != nil {
+		s.refuse(w, r, body, e)
+		return
+	}
+	v, obj, e := s.classify(r.Context(), body, "chat completion request", knownFields)
+	switch {
+	case e != nil:
+		s.refuse(w, r, body, e)
+		return
+	case v == toNext:
+		s.passOn(w, r, body)
+		return
+	case r.Method != http.MethodPost:
 		methodNotAllowed(w, r, http.MethodPost)
 		return
 	}
 	id := newID()
-	defer func() { _ = r.Body.Close() }()
 	w.Header().Set("x-request-id", id)
 	authUser := ""
 	if s.opts.Authenticate != nil {
@@ -188,17 +219,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		authUser = u
 	}
-	req, derr := s.decodeChat(w, r, authUser)
+	req, derr := s.decodeChat(obj, r.Header, authUser)
 	if derr != nil {
 		s.logFailure(id, derr)
-		switch {
-		case errors.Is(derr, errBodyTooLarge):
-			s.writeStatus(w, http.StatusRequestEntityTooLarge, derr)
-			return
-		case errors.Is(derr, errBodyTimeout):
-			s.writeStatus(w, http.StatusRequestTimeout, derr)
-			return
-		}
 		writeError(w, derr)
 		return
 	}

@@ -62,11 +62,18 @@ type reply struct {
 // post sends a chat completion request body and reads the response.
 func post(t testing.TB, srv *httptest.Server, body string, headers ...string) *reply {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
+	return postTo(t, srv, "/v1/chat/completions", body, headers...)
+}
+
+// postTo sends body to path with headers (name, value pairs, each added:
+// a name given twice is sent twice) and reads the response.
+func postTo(t testing.TB, srv *httptest.Server, path, body string, headers ...string) *reply {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
+		req.Header.Add(headers[i], headers[i+1])
 	}
 	resp, err := srv.Client().Do(req)
 	require.NoError(t, err)

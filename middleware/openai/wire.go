@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/middleware"
 )
 
 // chatRequest is the part of a chat completion request the adapter reads;
-// every other field is passed on in middleware.Request.Options.
+// every other field is passed on in middleware.Request.Options. It is
+// decoded with json v2 (strictjson.Object.Into): names match exactly.
 type chatRequest struct {
 	Model         string         `json:"model"`
 	Messages      []chatMessage  `json:"messages"`
@@ -21,7 +24,9 @@ type chatRequest struct {
 	Sandbox string `json:"sandbox"`
 }
 
-// knownFields are the request fields the adapter consumes itself.
+// knownFields are the request fields the adapter consumes itself: the
+// body's reading refuses a member that folds to one of them without being
+// it (reading.go).
 var knownFields = []string{"model", "messages", "stream", "stream_options", "user", "n", "sandbox"}
 
 type streamOptions struct {
@@ -31,8 +36,8 @@ type streamOptions struct {
 // chatMessage is one input message; Content is a string, null, or an array
 // of content parts.
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role    string         `json:"role"`
+	Content jsontext.Value `json:"content"`
 }
 
 // contentPart is one element of an array content.
