@@ -135,3 +135,17 @@ func AsError(err error) *Error {
 		return Errorf(KindInternal, err, "internal error; the gateway's log has the details")
 	}
 }
+
+// loggedError is a request's failure that the Orchestrator logs as the
+// request's one line (run.logDone).
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
+
+// Logged reports whether err is a request's outcome that the middleware
+// logs itself (one line per request, at INFO), so that an adapter logs it
+// again at DEBUG only.
+func Logged(err error) bool {
+	var l loggedError
+	return errors.As(err, &l)
+}

@@ -184,6 +184,9 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 		r.detached = true
 		r.emitMu.Unlock()
 		outcome := err
+		if err != nil {
+			err = loggedError{err}
+		}
 		wrapUp := func() {
 			if tail != nil {
 				tail()

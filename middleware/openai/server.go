@@ -236,7 +236,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		e := clientError(err)
-		s.logFailure(id, e)
+		s.logHandled(id, err, e)
 		writeError(w, e)
 		return
 	}
@@ -260,7 +260,7 @@ func (s *Server) serveStream(ctx context.Context, w http.ResponseWriter, req *mi
 	}
 	if err != nil {
 		e := clientError(err)
-		s.logFailure(id, e)
+		s.logHandled(id, err, e)
 		st.fail(e)
 		return
 	}
@@ -311,6 +311,17 @@ func (s *Server) writeStatus(w http.ResponseWriter, code int, e *middleware.Erro
 	}
 	b.Error.Code = &c
 	_ = json.NewEncoder(w).Encode(b)
+}
+
+// logHandled logs the handler's failure err (e as the client gets it):
+// at DEBUG when the middleware logged the request's line itself, so that
+// one request makes one INFO line.
+func (s *Server) logHandled(id string, err error, e *middleware.Error) {
+	if middleware.Logged(err) {
+		s.log.Debug("chat completion failed", "request", id, "kind", e.Kind, "status", statusOf(e).code, "error", e.Error())
+		return
+	}
+	s.logFailure(id, e)
 }
 
 func (s *Server) logFailure(id string, e *middleware.Error) {

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/hooks"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/internal/scripted"
 	"github.com/agentbox/agentbox/middleware/openai"
@@ -77,7 +79,7 @@ func newStack(t testing.TB, opts ...stackOption) *stack {
 	st.o, err = middleware.New(context.Background(), mo)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.o.Close() })
-	s, err := openai.New(openai.Options{Handler: middleware.Chain(middleware.UnknownAssistant, st.o.Wrap), Catalog: cat})
+	s, err := openai.New(openai.Options{Handler: middleware.Chain(middleware.UnknownAssistant, st.o.Wrap), Catalog: cat, Logger: mo.Logger})
 	require.NoError(t, err)
 	st.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st.requests.Add(1)
@@ -136,3 +138,43 @@ func (route) BaseURL() string         { return "http://127.0.0.1:7000" }
 func (route) Token() string           { return "per-request-token" }
 func (r route) Usage() executor.Usage { return r.usage }
 func (route) Close() error            { return nil }
+
+// TestOneLinePerCanceledRequest: a request whose client goes away mid-run
+// makes one INFO line (the middleware's "sandboxed request canceled"); the
+// adapter's own record of it is at DEBUG. A request the adapter refuses
+// itself, which the middleware never sees, still gets its INFO line.
+func TestOneLinePerCanceledRequest(t *testing.T) {
+	var logs testenv.SyncBuffer
+	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &logs})
+	st := newStack(t, func(_ *middleware.Assistant, o *middleware.Options) { o.Logger = log })
+	started := make(chan struct{})
+	st.setExec("c1", func(ctx context.Context, _ *executor.Cmd) (executor.ExecResult, error) {
+		close(started)
+		<-ctx.Done()
+		return executor.ExecResult{}, ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, st.srv.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"coder","messages":[{"role":"user","content":"hi"}],"user":"alice:c1"}`))
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	<-started
+	cancel()
+	<-done
+	require.NoError(t, st.o.Settle(context.Background()))
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "sandboxed request canceled") }, 30*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 1, strings.Count(logs.String(), "[INFO]"), "one INFO line for the request:\n%s", logs.String())
+	assert.NotContains(t, logs.String(), "chat completion failed")
+
+	resp, err := http.Post(st.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"coder"} x`))
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Equal(t, 1, strings.Count(logs.String(), "chat completion failed"), "a refusal the middleware never saw is logged by the adapter")
+}
