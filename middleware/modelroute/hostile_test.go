@@ -106,3 +106,50 @@ echo "calls that got through: $ok"`)}})
 	assert.Contains(t, env.Log(), "model call refused", "the refusals are logged")
 	t.Logf("budget %d calls; the upstream saw %d messages calls; the run ended with: %v", budget, msgs, r.Err)
 }
+
+// TestHostileAgentSendsAmbiguousBodies is issue 32's class through the
+// real stack, from the agent's side: from the container's Bash, with its
+// per-request token, the agent sends model calls that the proxy and the
+// upstream could read differently, hoping to pass one of them a server
+// tool the proxy refuses (web_fetch, which would reach the network for an
+// agent that has none), another model, or an uncapped max_tokens. Each
+// is refused with Anthropic's 400, and none reaches the upstream.
+func TestHostileAgentSendsAmbiguousBodies(t *testing.T) {
+	env := hostile.New(t, hostile.Options{})
+	bodies := map[string]string{
+		"hidden server tool":  `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"tools":[{"type":"custom","type":"web_fetch_20250910","name":"f"}]}`,
+		"escaped server tool": `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"tools":[{"typ\u0065":"web_fetch_20250910","name":"f"}]}`,
+		"second model":        `{"model":"m","mod\u0065l":"claude-opus-4-1","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`,
+		"case max_tokens":     `{"model":"m","max_tokens":5,"Max_Tokens":64000,"messages":[{"role":"user","content":"x"}]}`,
+		"nested duplicate":    `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x","content":"y"}]}`,
+		"second object":       `{"model":"m","max_tokens":5,"messages":[]}{"model":"claude-opus-4-1"}`,
+	}
+	var script strings.Builder
+	script.WriteString(rawReq)
+	for name, b := range bodies {
+		script.WriteString("echo '" + name + ":' $(req POST /v1/messages '" + b + "')\n")
+	}
+	r := env.Run(t, hostile.Turn{Chat: "proxy-ambiguous", Steps: []hostile.Step{hostile.Bash(script.String())}})
+	r.RequireOK(t)
+	require.True(t, r.Steps[0].Ran)
+	out := r.Steps[0].Output
+	t.Logf("what the agent saw:\n%s", out)
+	for name := range bodies {
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, name+":") {
+				line = l
+			}
+		}
+		require.NotEmpty(t, line, "attempt %q ran", name)
+		assert.Contains(t, line, "HTTP/1.1 400", name)
+		assert.Contains(t, line, `"type":"invalid_request_error"`, name)
+	}
+	// The upstream saw the CLI's own calls only (whose conversation quotes
+	// the agent's script), never one of the agent's bodies.
+	for _, req := range env.API.MessageRequests() {
+		assert.NotEmpty(t, req.Body.System, "a body without the CLI's system prompt reached the upstream: %.300s", req.Raw)
+		assert.Equal(t, hostile.Model, req.Body.Model)
+		assert.LessOrEqual(t, req.Body.MaxTokens, 32000)
+	}
+}
