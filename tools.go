@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"time"
@@ -35,7 +34,7 @@ func (t mcpTools) Serves(allowedTools []string) bool {
 	return false
 }
 
-func (t mcpTools) Open(g middleware.ToolGrant) (io.Closer, error) {
+func (t mcpTools) Open(g middleware.ToolGrant) (middleware.ToolSession, error) {
 	allow := mcphost.AllowFromTools(g.AllowedTools)
 	if len(allow) == 0 {
 		return nil, nil
@@ -82,5 +81,14 @@ func (t mcpTools) Open(g middleware.ToolGrant) (io.Closer, error) {
 		}
 		return nil, err
 	}
-	return s, nil
+	return mcpSession{s}, nil
+}
+
+// mcpSession is an mcphost Session as the middleware's ToolSession.
+type mcpSession struct{ *mcphost.Session }
+
+func (s mcpSession) Bind(user, chat string) error {
+	id := s.Identity()
+	id.User, id.Chat = user, chat
+	return s.Session.Bind(id)
 }

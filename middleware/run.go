@@ -41,7 +41,7 @@ type run struct {
 	t     Timings
 	sb    executor.Sandbox
 	route ModelRoute
-	tools io.Closer // the run's tool session, if any
+	tools ToolSession // the run's tool session, if any
 	hc    *hooks.Context
 	// place is the key of the run's lease, workspace and kept container:
 	// the request's user and chat, or its client sandbox's (client is
@@ -472,19 +472,28 @@ func (r *run) openTools(sb executor.Sandbox) error {
 		return nil
 	}
 	if pre := r.warm.preCLI(); pre != nil && pre.tools != nil {
-		if pre.toolsFor != r.req.UserID+"/"+r.req.ChatID {
-			// Another chat in the same client sandbox: the CLI and its
-			// tool session were made for the previous one.
-			r.log.Debug("the pre-started CLI was made for another chat; the turn starts a new one")
-			pre.discard(r.o.opts.TeardownTimeout)
-			r.warm.pre = nil
-		} else {
+		take := pre.toolsFor == r.req.UserID+"/"+r.req.ChatID
+		if pre.toolsFor == "" {
+			// A fresh CLI's session (a pre-warmed client sandbox): this
+			// request's chat is the one it serves from now on.
+			if err := pre.tools.Bind(r.req.UserID, r.req.ChatID); err != nil {
+				r.log.Warn("the pre-started CLI's tool session cannot serve the chat; the turn starts a new CLI", "error", err)
+			} else {
+				pre.toolsFor, take = r.req.UserID+"/"+r.req.ChatID, true
+			}
+		}
+		if take {
 			pre.toolsRelay.set(r.toolEvent)
 			r.tools, pre.tools = pre.tools, nil
 			return nil
 		}
+		// Another chat in the same client sandbox: the CLI and its tool
+		// session were made for the previous one.
+		r.log.Debug("the pre-started CLI was made for another chat; the turn starts a new one")
+		pre.discard(r.o.opts.TeardownTimeout)
+		r.warm.pre = nil
 	}
-	s, err := r.openToolSession(sb, r.toolEvent)
+	s, err := r.openToolSession(sb, r.req.ChatID, r.toolEvent)
 	if err != nil {
 		return err
 	}
@@ -492,16 +501,17 @@ func (r *run) openTools(sb executor.Sandbox) error {
 	return nil
 }
 
-// openToolSession opens a tool session on sb for the request's chat and
-// the assistant's allowed tools; onShellCall hears of the agent's shell
-// tool calls. It returns nil when the host serves none of the tools.
-func (r *run) openToolSession(sb executor.Sandbox, onShellCall func(ToolCall)) (io.Closer, error) {
+// openToolSession opens a tool session on sb for the request's user, the
+// chat ("" for one bound later) and the assistant's allowed tools;
+// onShellCall hears of the agent's shell tool calls. It returns nil when
+// the host serves none of the tools.
+func (r *run) openToolSession(sb executor.Sandbox, chat string, onShellCall func(ToolCall)) (ToolSession, error) {
 	uid, gid, err := executor.ParseUser(r.a.Sandbox.Spec.User)
 	if err != nil {
 		return nil, err
 	}
 	return r.o.opts.Tools.Open(ToolGrant{HostDir: sb.HostDir(), UID: uid, GID: gid, Box: sb, Sandbox: sb.ID(),
-		User: r.req.UserID, Chat: r.req.ChatID, Assistant: r.a.ID, AllowedTools: r.a.Sandbox.Run.AllowedTools,
+		User: r.req.UserID, Chat: chat, Assistant: r.a.ID, AllowedTools: r.a.Sandbox.Run.AllowedTools,
 		OnShellCall: onShellCall})
 }
 

@@ -16,12 +16,24 @@ import (
 type ToolHost interface {
 	// Open starts serving one run as g says. It returns a nil session and
 	// no error when the host serves none of g.AllowedTools.
-	Open(g ToolGrant) (io.Closer, error)
+	Open(g ToolGrant) (ToolSession, error)
 	// Serves reports whether Open would serve any of allowedTools. A run
 	// with such a tool needs a session before its CLI starts: for a
 	// pre-started CLI (session policy) it opens with the chat's identity
-	// when the previous turn ends, and the next request takes it.
+	// when the previous turn ends, and the next request takes it; for the
+	// CLI of a pre-warmed client sandbox it opens without a chat, and the
+	// request that adopts the CLI binds its chat.
 	Serves(allowedTools []string) bool
+}
+
+// ToolSession is one run's tool session. Close revokes it.
+type ToolSession interface {
+	io.Closer
+	// Bind gives a session opened without a chat (ToolGrant.Chat "") the
+	// chat of the request that takes it, once; until then the session
+	// refuses every call. Binding it to the chat it serves is a no-op;
+	// to another one, an error.
+	Bind(user, chat string) error
 }
 
 // ToolGrant is what one run's agent may call, and who it is.
@@ -36,7 +48,8 @@ type ToolGrant struct {
 	Box executor.Sandbox
 	// Sandbox is the sandbox's id, for the handlers and the logs.
 	Sandbox string
-	// User, Chat and Assistant identify the request to the tools.
+	// User, Chat and Assistant identify the request to the tools. Chat
+	// is "" for a session opened before its request (ToolSession.Bind).
 	User, Chat, Assistant string
 	// AllowedTools are the assistant's allowed tools
 	// (Sandbox.Run.AllowedTools); the host serves the ones it has.

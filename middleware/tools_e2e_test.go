@@ -125,6 +125,26 @@ func newToolsE2E(t *testing.T, idle time.Duration) *toolsE2E {
 	return env
 }
 
+// handle answers req and returns the response and the tool-use events of
+// its stream.
+func (e *toolsE2E) handle(t *testing.T, req *middleware.Request) (*middleware.Response, []executor.Event) {
+	t.Helper()
+	var mu sync.Mutex
+	var events []executor.Event
+	resp, err := e.o.Wrap(middleware.UnknownAssistant).Handle(context.Background(), req, func(ev executor.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Kind == executor.EventToolUse {
+			events = append(events, ev)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	return resp, events
+}
+
 // TestE2EToolCallsReachTheHost: the model calls the gateway's tool as an
 // MCP tool and through abx from Bash; the Go handler runs with the
 // request's identity both times, the results reach the model in its next
@@ -233,24 +253,11 @@ func TestE2EToolsWithAPreStartedCLI(t *testing.T) {
 	env := newToolsE2E(t, 10*time.Minute)
 	ctx := context.Background()
 	handle := func(msgs []executor.Message, chatAndSandbox ...string) (*middleware.Response, []executor.Event) {
-		var mu sync.Mutex
-		var events []executor.Event
 		req := &middleware.Request{AssistantID: "coder", UserID: "alice", ChatID: "warm-tools", Messages: msgs}
 		if len(chatAndSandbox) == 2 {
 			req.ChatID, req.SandboxID = chatAndSandbox[0], chatAndSandbox[1]
 		}
-		resp, err := env.o.Wrap(middleware.UnknownAssistant).Handle(ctx, req, func(ev executor.Event) error {
-			mu.Lock()
-			defer mu.Unlock()
-			if ev.Kind == executor.EventToolUse {
-				events = append(events, ev)
-			}
-			return nil
-		})
-		require.NoError(t, err)
-		mu.Lock()
-		defer mu.Unlock()
-		return resp, events
+		return env.handle(t, req)
 	}
 	first, _ := handle([]executor.Message{{Role: "user", Content: "Where is my order?"}})
 	require.NoError(t, env.o.Settle(ctx))
@@ -289,4 +296,34 @@ func TestE2EToolsWithAPreStartedCLI(t *testing.T) {
 	for _, c := range calls {
 		assert.Equal(t, "box-chat-2", c.Identity.Chat, "a tool call of chat 2 is chat 2's")
 	}
+}
+
+// TestE2EToolsWithAPrewarmedSandbox: a pre-warmed client sandbox of an
+// assistant with gateway tools starts its CLI before the first message,
+// with a tool session that has no chat yet (its MCP server connects at the
+// CLI's start). The first request adopts the CLI and binds the session to
+// its chat: the MCP call and the abx call reach the handler as that
+// chat's, and abx's call is an event of that request.
+func TestE2EToolsWithAPrewarmedSandbox(t *testing.T) {
+	env := newToolsE2E(t, 10*time.Minute)
+	ctx := context.Background()
+	_, err := env.o.CreateSandbox(ctx, "alice", middleware.SandboxCreate{ID: "pw", Assistant: "coder", Prewarm: true})
+	require.NoError(t, err)
+	require.Contains(t, env.mwLog.String(), "pre_started=true", "the pre-warmed sandbox has its CLI waiting, tools and all")
+	resp, events := env.handle(t, &middleware.Request{AssistantID: "coder", UserID: "alice", ChatID: "pw-chat", SandboxID: "pw",
+		Messages: []executor.Message{{Role: "user", Content: "Where is my order?"}}})
+	assert.Contains(t, env.mwLog.String(), "the pre-started CLI takes the turn's message", "the first request adopted the pre-started CLI")
+	calls := env.recorded()
+	require.Len(t, calls, 2, "the MCP call and the abx call reached the handler")
+	for _, c := range calls {
+		assert.Equal(t, mcphost.Identity{User: "alice", Chat: "pw-chat", Assistant: "coder"}, c.Identity, "bound to the adopting chat")
+	}
+	abx := 0
+	for _, ev := range events {
+		if strings.HasPrefix(ev.Tool.ID, mcphost.ViaCLI+"-") {
+			abx++
+		}
+	}
+	assert.Equal(t, 1, abx, "abx's call is an event of the adopting request")
+	assert.Contains(t, resp.Content, "Bash said: ")
 }

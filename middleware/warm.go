@@ -373,9 +373,9 @@ type preCLI struct {
 	// to at its start, opened for the chat's next request; that request
 	// takes it (openTools), and the relay then sends its shell calls to
 	// that run. Nil when the assistant uses no gateway tool.
-	tools      io.Closer
+	tools      ToolSession
 	toolsRelay *toolRelay
-	toolsFor   string // the user and chat the tool session serves
+	toolsFor   string // the user and chat the tool session serves; "" for a fresh CLI's, bound when a chat adopts it
 	// warmed is closed when the CLI's warm-up has ended (at once when it
 	// has none); then spoiled says whether it left the CLI unfit for a
 	// request.
@@ -663,17 +663,19 @@ func (r *run) preStart(e *warmEntry) (pre *preCLI) {
 			return nil
 		}
 	}
-	var tools io.Closer
+	var tools ToolSession
 	var relay *toolRelay
 	if r.o.opts.Tools != nil && r.o.opts.Tools.Serves(r.a.Sandbox.Run.AllowedTools) {
+		// A fresh CLI's session opens without a chat, which a pre-warmed
+		// sandbox's first request chooses and binds (openTools); it
+		// refuses every call until then.
+		chat := r.req.ChatID
 		if fresh {
-			// A tool session names its chat, which a pre-warmed
-			// sandbox's first request chooses.
-			return nil
+			chat = ""
 		}
 		relay = &toolRelay{}
 		var err error
-		if tools, err = r.openToolSession(r.sb, relay.call); err != nil || tools == nil {
+		if tools, err = r.openToolSession(r.sb, chat, relay.call); err != nil || tools == nil {
 			r.log.Debug("no tool session for the next turn; its CLI starts with the request", "error", err)
 			return nil
 		}
@@ -717,6 +719,9 @@ func (r *run) preStart(e *warmEntry) (pre *preCLI) {
 	proc.stdin = pw
 	pre = &preCLI{inv: inv, token: tok, session: rr.SessionID, fresh: fresh, proc: proc, tools: tools, toolsRelay: relay,
 		toolsFor: r.req.UserID + "/" + r.req.ChatID, warmed: make(chan struct{})}
+	if fresh {
+		pre.toolsFor = ""
+	}
 	wu, canWarm := runner.(warmUpRunner)
 	wr, canRoute := r.o.models.(WarmUpRouter)
 	if !canWarm || !canRoute || tok == "" {

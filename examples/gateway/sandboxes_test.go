@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	sdk "github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/internal/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // sandboxCall sends one call of the sandbox API as user and decodes the
@@ -250,4 +253,68 @@ func TestClientSandboxesSurviveARestart(t *testing.T) {
 	assert.Len(t, ws, 1, "in the same workspace")
 	code, _ = sandboxCall(t, http.MethodGet, g2.URL+"/v1/sandboxes/keep", "bob", nil)
 	assert.Equal(t, http.StatusNotFound, code)
+}
+
+// TestPrewarmedCoderHasItsCLIWaiting is the README's claim about prewarm
+// for the example's own coder, which has a gateway tool (whoami): a client
+// sandbox created with "prewarm" has its container up and the CLI for a new
+// session waiting in it, its tool session open without a chat; the first
+// request of a chat adopts that CLI (and binds the tool session to the
+// chat) and only writes its message. The times to the first model request
+// of that request and of a warm session turn (the same chat's next turn,
+// in the kept container) are logged side by side.
+func TestPrewarmedCoderHasItsCLIWaiting(t *testing.T) {
+	logs := &testenv.SyncBuffer{}
+	g, data := startGateway(t, func(o *Options) {
+		o.Logger = hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.Debug, Output: logs})
+	})
+	ctx := context.Background()
+	code, sb := sandboxCall(t, http.MethodPost, g.URL+"/v1/sandboxes", "alice", map[string]any{"id": "pw", "model": demoAssistant, "prewarm": true})
+	require.Equal(t, http.StatusCreated, code, "%v", sb)
+	ids := sandboxContainers(t, data, "alice", "pw")
+	require.Len(t, ids, 1, "the container is up before the first message")
+	require.Contains(t, logs.String(), "pre_started=true", "the pre-warmed coder has its CLI started, gateway tool and all")
+	var top []byte
+	require.Eventually(t, func() bool {
+		var err error
+		top, err = exec.Command("docker", "top", ids[0], "-eo", "pid,args").CombinedOutput()
+		return err == nil && strings.Contains(string(top), "--session-id")
+	}, time.Minute, 100*time.Millisecond, "the CLI waits in the container: %s", top)
+
+	// A user types before sending: the CLI boots and warms up meanwhile.
+	warmedUp := func(n int) {
+		require.Eventually(t, func() bool { return strings.Count(logs.String(), "the pre-started CLI is warmed up") >= n }, time.Minute,
+			50*time.Millisecond, "pre-started CLI %d warms up", n)
+	}
+	warmedUp(1)
+	client := newClient(g.URL, "alice", "p1", option.WithHeader("X-Agentbox-Sandbox", "pw"))
+	// ask sends the conversation and returns the answer and the time from
+	// the request to its first model request.
+	ask := func(msgs ...string) (string, time.Duration) {
+		before := len(g.Model.Requests())
+		p := sdk.ChatCompletionNewParams{Model: demoAssistant}
+		for i, m := range msgs {
+			if i%2 == 0 {
+				p.Messages = append(p.Messages, sdk.UserMessage(m))
+			} else {
+				p.Messages = append(p.Messages, sdk.AssistantMessage(m))
+			}
+		}
+		t0 := time.Now()
+		comp, err := client.Chat.Completions.New(ctx, p)
+		require.NoError(t, err)
+		reqs := g.Model.Requests()[before:]
+		require.NotEmpty(t, reqs, "the turn reached the model")
+		return comp.Choices[0].Message.Content, reqs[0].At.Sub(t0)
+	}
+	answer, adopted := ask(demoPrompt)
+	assert.Contains(t, logs.String(), "the pre-started CLI takes the turn's message", "the first request adopted the waiting CLI")
+	require.NoError(t, g.orch.Settle(ctx))
+	require.Eventually(t, func() bool { return strings.Count(logs.String(), "pre_started=true") >= 2 }, time.Minute, 100*time.Millisecond,
+		"the next turn's CLI is started after the first")
+	warmedUp(2)
+	_, warm := ask(demoPrompt, answer, "Show it once more.")
+	assert.Equal(t, 2, strings.Count(logs.String(), "the pre-started CLI takes the turn's message"), "the warm turn used its pre-started CLI too")
+	assert.Equal(t, ids, sandboxContainers(t, data, "alice", "pw"), "both turns ran in the pre-warmed container")
+	t.Logf("first model request: pre-warmed sandbox's first request %v, warm session turn %v", adopted.Round(time.Millisecond), warm.Round(time.Millisecond))
 }

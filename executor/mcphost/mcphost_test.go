@@ -167,6 +167,53 @@ func TestCallCarriesTheGrantsIdentity(t *testing.T) {
 	assert.Equal(t, "echo", got[0].Tool)
 }
 
+// TestBindAnUnboundSession: a session opened before its request (no chat:
+// a pre-warmed sandbox's CLI connects at its start) lists its tools but
+// refuses every call until Bind gives it the chat of the request that
+// adopts the CLI; then calls carry that chat. It serves one chat only,
+// and only the grant's user and assistant.
+func TestBindAnUnboundSession(t *testing.T) {
+	h, rec, _ := newHost(t, mcphost.Options{})
+	dir := t.TempDir()
+	unbound := identity
+	unbound.Chat = ""
+	s, err := h.Open(mcphost.OpenOptions{HostDir: dir, UID: -1, GID: -1, Sandbox: "sb-unbound",
+		Grant: mcphost.Grant{Identity: unbound, Allow: map[string][]string{"gw": {"echo"}}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	cs, err := connect(t, dir, "gw", s.Token())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"echo"}, toolNames(t, cs))
+	call := func() *mcp.CallToolResult {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+		require.NoError(t, err)
+		return res
+	}
+	res := call()
+	assert.True(t, res.IsError)
+	assert.Contains(t, resultText(res), "before the request starts")
+	assert.Empty(t, rec.all(), "no handler ran without the request's identity")
+
+	other := identity
+	other.User = "mallory"
+	assert.ErrorIs(t, s.Bind(other), mcphost.ErrRefused, "another user")
+	empty := identity
+	empty.Chat = ""
+	assert.ErrorIs(t, s.Bind(empty), mcphost.ErrRefused, "no chat")
+	require.NoError(t, s.Bind(identity))
+	require.NoError(t, s.Bind(identity), "binding to the same chat again is a no-op")
+	again := identity
+	again.Chat = "another"
+	assert.ErrorIs(t, s.Bind(again), mcphost.ErrRefused, "a bound session serves its chat only")
+	assert.Equal(t, identity, s.Identity())
+
+	res = call()
+	assert.False(t, res.IsError, resultText(res))
+	got := rec.all()
+	require.Len(t, got, 1)
+	assert.Equal(t, identity, got[0].Identity)
+}
+
 func TestArgumentsAreCheckedAgainstTheSchema(t *testing.T) {
 	h, rec, _ := newHost(t, mcphost.Options{})
 	s, dir := open(t, h, map[string][]string{"gw": nil})

@@ -110,15 +110,18 @@ type Session struct {
 	cancel context.CancelCauseFunc
 	sem    chan struct{}
 
-	revoked atomic.Bool
-	seq     atomic.Int64
-	obsMu   sync.Mutex // serialises OnCall; closed stops it
-	closed  bool
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
-	wg      sync.WaitGroup
-	once    sync.Once
-	err     error
+	// identity is the request's (Grant.Identity, or Bind's for a session
+	// opened before its chat was known).
+	identity atomic.Pointer[Identity]
+	revoked  atomic.Bool
+	seq      atomic.Int64
+	obsMu    sync.Mutex // serialises OnCall; closed stops it
+	closed   bool
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
+	err      error
 }
 
 // Open starts a Session: it writes the token file (mode 0400, the sandbox
@@ -154,6 +157,8 @@ func (h *Host) Open(o OpenOptions) (*Session, error) {
 	s := &Session{h: h, o: o, ln: ln, opened: h.opts.Now(), ctx: ctx, cancel: cancel,
 		sem: make(chan struct{}, h.opts.MaxConns), conns: map[net.Conn]struct{}{},
 		log: h.log.With("sandbox", o.Sandbox, "user", o.Grant.Identity.User, "chat", o.Grant.Identity.Chat, "assistant", o.Grant.Identity.Assistant)}
+	id := o.Grant.Identity
+	s.identity.Store(&id)
 	s.wg.Go(s.accept)
 	return s, nil
 }
@@ -191,6 +196,33 @@ func writeToken(o OpenOptions) error {
 
 // Token is the request's token.
 func (s *Session) Token() string { return s.o.Grant.Token }
+
+// Identity is who the session serves now.
+func (s *Session) Identity() Identity { return *s.identity.Load() }
+
+// Bind gives a session opened without a chat (Grant.Identity.Chat empty:
+// a CLI started before its request, whose MCP server connects at start)
+// the chat of the request that takes it, once. Until then every tool call
+// is refused: no handler runs without the request's identity. The user
+// and assistant must be the grant's.
+func (s *Session) Bind(id Identity) error {
+	for {
+		cur := s.identity.Load()
+		switch {
+		case id.Chat == "":
+			return fmt.Errorf("mcphost: bind the session to a chat: the chat is empty: %w", ErrRefused)
+		case id.User != cur.User || id.Assistant != cur.Assistant:
+			return fmt.Errorf("mcphost: the session was opened for %s/%s and cannot serve %s/%s: %w", cur.User, cur.Assistant, id.User, id.Assistant, ErrRefused)
+		case cur.Chat == id.Chat:
+			return nil
+		case cur.Chat != "":
+			return fmt.Errorf("mcphost: the session serves the chat %q already: %w", cur.Chat, ErrRefused)
+		}
+		if s.identity.CompareAndSwap(cur, &id) {
+			return nil
+		}
+	}
+}
 
 // Revoke kills the token: later connections are refused, open ones closed
 // and calls in flight cancelled. The socket stays until Close.
@@ -349,7 +381,7 @@ func (s *Session) server(id string, log hclog.Logger) *mcp.Server {
 		for _, srv := range servers {
 			tools = append(tools, s.h.granted(&s.o.Grant, srv)...)
 		}
-		b, _ := json.Marshal(Context{Identity: s.o.Grant.Identity, Sandbox: s.o.Sandbox, Opened: s.opened,
+		b, _ := json.Marshal(Context{Identity: *s.identity.Load(), Sandbox: s.o.Sandbox, Opened: s.opened,
 			CallTimeout: s.h.opts.CallTimeout.String(), Servers: servers})
 		instructions = string(b)
 	} else {
@@ -437,7 +469,11 @@ func (s *Session) run(ctx context.Context, t *registered, args json.RawMessage) 
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
-	call := &Call{Identity: s.o.Grant.Identity, Sandbox: s.o.Sandbox, Server: t.server, Tool: t.Name, Arguments: args}
+	id := *s.identity.Load()
+	if id.Chat == "" {
+		return nil, fmt.Errorf("%w: %s cannot run before the request starts; call it during the request", ErrRefused, t.Name)
+	}
+	call := &Call{Identity: id, Sandbox: s.o.Sandbox, Server: t.server, Tool: t.Name, Arguments: args}
 	done := make(chan outcome, 1)
 	go func() {
 		defer func() {

@@ -12,12 +12,15 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Received is what a scripted server records of every request.
 type Received struct {
-	// Seq is the 1-based arrival number among all requests.
+	// Seq is the 1-based arrival number among all requests; At is when
+	// its headers were in.
 	Seq    int
+	At     time.Time
 	Method string
 	Path   string
 	Header http.Header
@@ -31,6 +34,7 @@ type Received struct {
 // when the request is recorded). The error says the body is unreadable or
 // too large.
 func Read(r *http.Request, limit int64) (Received, error) {
+	at := time.Now()
 	raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err == nil && int64(len(raw)) > limit {
 		err = fmt.Errorf("request body larger than %d bytes", limit)
@@ -38,7 +42,7 @@ func Read(r *http.Request, limit int64) (Received, error) {
 	if err != nil {
 		return Received{}, err
 	}
-	return Received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), APIKey: apiKey(r.Header), Raw: raw}, nil
+	return Received{At: at, Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), APIKey: apiKey(r.Header), Raw: raw}, nil
 }
 
 // apiKey is the x-api-key header, else the bearer token of Authorization.
