@@ -34,6 +34,11 @@ const (
 	DefaultInodes    int64 = 200_000
 	// DefaultMaxOutput caps a command's stdout and stderr, each.
 	DefaultMaxOutput int64 = 32 << 20
+	// DefaultRetention is how long what a chat leaves on the host (its
+	// workspace, its agent sessions) is kept after its last request;
+	// DefaultRetentionInterval is how often the sweeps run.
+	DefaultRetention         = 7 * 24 * time.Hour
+	DefaultRetentionInterval = time.Hour
 )
 
 // ParseUser parses Spec.User, "uid:gid" or "uid" ("" is DefaultUser), into

@@ -198,3 +198,22 @@ func (l *WorkspaceLayout) migrate(root *os.Root, user, chat string) error {
 	_ = root.Remove(filepath.Join(LegacyWorkspacesDir, user))
 	return nil
 }
+
+// ReadDirNoFollow lists dir under root, refusing (ErrPathEscapes) a dir
+// that is not a directory itself, a symlink to one included: the sweeps
+// of what chats leave on the host walk with it and never follow a link.
+func ReadDirNoFollow(root *os.Root, dir string) ([]fs.DirEntry, error) {
+	fi, err := root.Lstat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory: %w", dir, ErrPathEscapes)
+	}
+	f, err := root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return f.ReadDir(-1)
+}

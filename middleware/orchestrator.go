@@ -76,10 +76,16 @@ type Options struct {
 	// follow-up turn resumes the agent's own session, tool calls and
 	// results included (see session.go); "" turns continuity off and
 	// earlier turns reach the agent as text. Use the executor's
-	// DataDir/sessions: executor/docker's retention removes a chat's
-	// sessions there with its workspace. The directory must not be
-	// reachable from any sandbox.
+	// DataDir/sessions. The directory must not be reachable from any
+	// sandbox.
 	SessionDir string
+	// SessionRetention is how long a chat's sessions are kept after its
+	// last turn (executor.DefaultRetention when 0, as the backends keep
+	// workspaces; negative: forever); a sweep removes older ones every
+	// SessionSweepInterval (executor.DefaultRetentionInterval when 0;
+	// negative: no sweep), whatever the backend.
+	SessionRetention     time.Duration
+	SessionSweepInterval time.Duration
 	// SandboxDir keeps the client sandboxes' records (see
 	// CreateSandbox) across restarts, one file per user; "" keeps them in
 	// memory only. Use the executor's DataDir/client-sandboxes; the
@@ -154,6 +160,7 @@ func New(ctx context.Context, opts Options) (*Orchestrator, error) {
 	var bgCtx context.Context
 	bgCtx, o.stopBg = context.WithCancel(context.Background())
 	o.prefetchEnvironments(bgCtx)
+	o.startSessionSweep(bgCtx)
 	return o, nil
 }
 
@@ -215,6 +222,12 @@ func (o *Orchestrator) configure() error {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}
+	}
+	if o.opts.SessionRetention == 0 {
+		o.opts.SessionRetention = executor.DefaultRetention
+	}
+	if o.opts.SessionSweepInterval == 0 {
+		o.opts.SessionSweepInterval = executor.DefaultRetentionInterval
 	}
 	return nil
 }

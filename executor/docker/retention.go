@@ -64,7 +64,7 @@ type chatRef struct{ user, chat string }
 // workspace), which is how the sweep finds workspaces whose names carry
 // no ids.
 func listChats(root *os.Root) ([]chatRef, error) {
-	users, err := readDirNoFollow(root, locksDir)
+	users, err := executor.ReadDirNoFollow(root, locksDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -77,7 +77,7 @@ func listChats(root *os.Root) ([]chatRef, error) {
 		if !u.IsDir() || executor.ValidateID("user id", u.Name()) != nil {
 			continue
 		}
-		locks, err := readDirNoFollow(root, filepath.Join(locksDir, u.Name()))
+		locks, err := executor.ReadDirNoFollow(root, filepath.Join(locksDir, u.Name()))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -96,7 +96,7 @@ func listChats(root *os.Root) ([]chatRef, error) {
 // workspaces/{user}/chat-{chat}, removing the legacy lock files found
 // beside them.
 func (r *retention) legacyChats() ([]chatRef, error) {
-	users, err := readDirNoFollow(r.root, executor.LegacyWorkspacesDir)
+	users, err := executor.ReadDirNoFollow(r.root, executor.LegacyWorkspacesDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -109,7 +109,7 @@ func (r *retention) legacyChats() ([]chatRef, error) {
 		if !u.IsDir() || executor.ValidateID("user id", u.Name()) != nil {
 			continue
 		}
-		chats, err := readDirNoFollow(r.root, filepath.Join(executor.LegacyWorkspacesDir, u.Name()))
+		chats, err := executor.ReadDirNoFollow(r.root, filepath.Join(executor.LegacyWorkspacesDir, u.Name()))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -223,11 +223,6 @@ func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) 
 		}
 	}
 	_ = r.root.Remove(filepath.Join(executor.LegacyWorkspacesDir, user))
-	// The chat's agent CLI sessions (middleware Options.SessionDir under
-	// DataDir/sessions) go with the workspace they worked on.
-	if err := r.root.RemoveAll(filepath.Join("sessions", user, "chat-"+chat)); err != nil {
-		log.Warn("cannot remove the chat's sessions", "error", err)
-	}
 	// The lock goes last, still flocked: a waiter that opened it finds it
 	// is no longer the file at the path and makes a new one.
 	if err := r.root.Remove(lockName); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -282,21 +277,4 @@ func (r *retention) lastUse(user, chat string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("retention: %w", err)
-}
-
-// readDirNoFollow lists dir (a real directory, not a symlink) under root.
-func readDirNoFollow(root *os.Root, dir string) ([]fs.DirEntry, error) {
-	fi, err := root.Lstat(dir)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("retention: %s is not a directory: %w", dir, executor.ErrPathEscapes)
-	}
-	f, err := root.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	return f.ReadDir(-1)
 }

@@ -265,13 +265,8 @@ func TestRetentionSweep(t *testing.T) {
 			require.NoError(t, os.Chtimes(lf, lastUse, lastUse))
 		}
 		require.NoError(t, os.Chtimes(dir, lastUse, lastUse))
-		// The chat's agent CLI session (middleware Options.SessionDir).
-		sess := filepath.Join(data, "sessions", user, "chat-"+chat, "coder")
-		require.NoError(t, os.MkdirAll(sess, 0o700))
-		require.NoError(t, os.WriteFile(filepath.Join(sess, "transcript.jsonl"), []byte("{}\n"), 0o600))
 		return dir
 	}
-	sessionsOf := func(user, chat string) string { return filepath.Join(data, "sessions", user, "chat-"+chat) }
 	expired := mkChat("u1", "old", old, true)
 	fresh := mkChat("u1", "new", now, true)
 	noLock := mkChat("u2", "legacy", old, false)
@@ -323,9 +318,6 @@ func TestRetentionSweep(t *testing.T) {
 	assert.NoFileExists(t, linked)
 	assert.NoFileExists(t, filepath.Join(data, chatLockName("u1", "old")), "the lock goes with the chat")
 	assert.DirExists(t, fresh)
-	assert.NoDirExists(t, sessionsOf("u1", "old"), "sessions go with the workspace")
-	assert.DirExists(t, sessionsOf("u1", "new"))
-	assert.DirExists(t, sessionsOf("u2", "busy"))
 	assert.DirExists(t, leased, "leased in this process")
 	assert.DirExists(t, flocked, "locked by another gateway")
 	assert.FileExists(t, filepath.Join(outside, "keep"), "symlinks are never followed")
