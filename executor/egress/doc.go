@@ -19,9 +19,22 @@
 // with a plain-text body naming the host and the key to change
 // (sandbox.egress); caps answer 503. Every attempt is logged on one line
 // with host, port, address, bytes up and down, status and outcome; the
-// caller adds user and chat to the Logger. Per proxy (one per request) a
-// byte cap (up plus down, all connections), a cap on connections open at
-// once and one on connections in all bound what the agent can move.
+// caller adds the assistant, sandbox, request id, user and chat to the
+// Logger. Each refused attempt also has a Reason from a fixed set, on its
+// line and passed to Options.OnRefuse (the gateway's metric). That holds
+// for what net/http turns down before the proxy's handler runs too (a
+// head that does not parse, "host@evil" or "#" or "%2e" in the target, a
+// head past 64 KiB, an unknown transfer coding or expectation, a head not
+// complete within HeaderTimeout): each client connection is watched
+// between requests (watch.go), and one that closes there after bytes came
+// in gets its line, with net/http's status, its reason in words and the
+// request line quoted and bounded. OPTIONS * reaches the handler (and is
+// refused) rather than net/http's own answer. Per proxy (one per request)
+// a byte cap (up plus down, all connections), a cap on connections open
+// at once, one on connections in all, and one on client connections open
+// at once outside tunnels (4×MaxConcurrent, refused with 503: an agent
+// that opens connections and never finishes a head holds at most that
+// many, each for HeaderTimeout) bound what the agent can move and hold.
 // Absolute-form requests are forwarded by httputil.ReverseProxy, which
 // strips hop-by-hop headers (Proxy-Authorization among them) and adds no
 // forwarding headers; each uses its own upstream connection so its bytes

@@ -338,10 +338,10 @@ func checkAddrs(r Rule, host string, addrs []netip.Addr) ([]netip.Addr, error) {
 	}
 	if len(ok) == 0 {
 		if len(refused) == 0 {
-			return nil, fmt.Errorf("%w: %s has no address", ErrRefused, host)
+			return nil, refusedFor(ReasonUnresolvable, "%s has no address", host)
 		}
-		return nil, fmt.Errorf("%w: %s resolves to %s, a private, loopback, link-local or reserved address; "+
-			"only a host listed by its exact name with \"private\": true in %s may reach one", ErrRefused, host, strings.Join(refused, ", "), ConfigKey)
+		return nil, refusedFor(ReasonPrivateAddress, "%s resolves to %s, a private, loopback, link-local or reserved address; "+
+			"only a host listed by its exact name with \"private\": true in %s may reach one", host, strings.Join(refused, ", "), ConfigKey)
 	}
 	return ok, nil
 }

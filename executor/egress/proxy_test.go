@@ -54,15 +54,20 @@ func (m *mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Ad
 }
 
 // loopbackOnly dials loopback addresses and records every address asked
-// for; anything else fails without a packet sent.
+// for; anything else fails without a packet sent. redirect sends an
+// address (a public one, or port 80 or 443) to a loopback test server.
 type loopbackOnly struct {
-	mu    sync.Mutex
-	asked []string
+	mu       sync.Mutex
+	asked    []string
+	redirect map[string]string
 }
 
 func (l *loopbackOnly) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	l.mu.Lock()
 	l.asked = append(l.asked, addr)
+	if to, ok := l.redirect[addr]; ok {
+		addr = to
+	}
 	l.mu.Unlock()
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil || !ap.Addr().IsLoopback() {
@@ -78,19 +83,27 @@ type rig struct {
 	logs  *testenv.SyncBuffer
 	res   *mapResolver
 	dial  *loopbackOnly
+	// counted are the reasons Options.OnRefuse was called with.
+	countMu sync.Mutex
+	counted []Reason
 }
 
 func newRig(t *testing.T, o Options, rules ...Rule) *rig {
 	t.Helper()
 	pol, err := NewPolicy(rules...)
 	require.NoError(t, err)
-	r := &rig{logs: &testenv.SyncBuffer{}, dial: &loopbackOnly{}}
+	r := &rig{logs: &testenv.SyncBuffer{}, dial: &loopbackOnly{redirect: map[string]string{}}}
 	if o.Resolver == nil {
 		r.res = &mapResolver{names: map[string][]string{}}
 		o.Resolver = r.res
 	}
 	o.Policy = pol
 	o.Dial = r.dial.Dial
+	o.OnRefuse = func(reason Reason) {
+		r.countMu.Lock()
+		defer r.countMu.Unlock()
+		r.counted = append(r.counted, reason)
+	}
 	o.Logger = hclog.New(&hclog.LoggerOptions{Output: r.logs, JSONFormat: true, Level: hclog.Debug}).With("user", "u1", "chat", "c1")
 	r.proxy, err = New(o)
 	require.NoError(t, err)
@@ -119,6 +132,37 @@ func (r *rig) lines(t *testing.T) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// refusals returns the reasons counted through Options.OnRefuse.
+func (r *rig) refusals() []Reason {
+	r.countMu.Lock()
+	defer r.countMu.Unlock()
+	return append([]Reason(nil), r.counted...)
+}
+
+// refusedLines returns the log lines of refused attempts.
+func (r *rig) refusedLines(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range r.lines(t) {
+		if l["outcome"] == "refused" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// waitRefused waits until n refused attempts were logged and counted and
+// returns their lines; it fails when more than n were.
+func (r *rig) waitRefused(t *testing.T, n int) []map[string]any {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(r.refusedLines(t)) >= n && len(r.refusals()) >= n }, 10*time.Second, 5*time.Millisecond,
+		"want %d refused lines and counts, have %d and %v:\n%s", n, len(r.refusedLines(t)), r.refusals(), r.logs.String())
+	lines := r.refusedLines(t)
+	require.Len(t, lines, n, r.logs.String())
+	require.Len(t, r.refusals(), n)
+	return lines
 }
 
 // waitLine waits for a log line whose host is host (lines are written when a
