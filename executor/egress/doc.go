@@ -44,9 +44,14 @@
 //
 // Credentials: a Rule may name a Credential, an environment variable of
 // the gateway (never its value) and a header; the proxy sets that header
-// on the absolute-form requests it forwards to the rule's hosts (http://,
-// and https:// from clients that send it so), replacing whatever the agent
-// sent, so the secret never enters the sandbox. CONNECT tunnels are opaque
+// on the https:// requests it forwards to the rule's hosts over its own
+// TLS, which verifies the server (absolute-form from clients that send
+// it so), replacing whatever the agent sent, so the secret never enters
+// the sandbox and never crosses a network in clear. Plain http:// to such
+// a host, on any port and in any form of its name, is refused
+// (ReasonPlainCredential): the agent could otherwise make the gateway
+// send the secret unencrypted. New refuses an UpstreamTLS that skips
+// verification when a rule has a credential. CONNECT tunnels are opaque
 // TLS and cannot carry it, unless the proxy has a CA (Options.CA, NewCA):
 // then a tunnel to a host whose rule has a Credential is terminated by the
 // proxy with a certificate for that host signed by the CA, and each

@@ -20,10 +20,12 @@ const ConfigKey = "sandbox.egress"
 // DefaultPorts are the ports a rule without a port allows.
 var DefaultPorts = []int{80, 443}
 
-// Credential is a secret the proxy adds to the requests it forwards itself
-// (absolute-form http:// and https://, not CONNECT tunnels) for a rule's
-// hosts. The policy holds the name of an environment variable of the
-// gateway, never the value: the value is read when a request needs it.
+// Credential is a secret the proxy adds to the https:// requests it makes
+// itself over TLS it verifies (absolute-form, and inside CONNECT tunnels
+// it intercepts with Options.CA) for a rule's hosts; plain http:// to
+// them is refused. The policy holds the name of an environment variable
+// of the gateway, never the value: the value is read when a request needs
+// it.
 type Credential struct {
 	// Env names the gateway's environment variable holding the secret.
 	Env string
@@ -48,8 +50,8 @@ type Rule struct {
 	// what stops DNS rebinding. Wildcards cannot set it; an IP rule has it
 	// implicitly.
 	Private bool
-	// Credential, when set, is added to forwarded (not tunnelled) requests
-	// to the host.
+	// Credential, when set, is added to the host's requests inside TLS
+	// the proxy verified; plain HTTP to the host is refused.
 	Credential *Credential
 }
 

@@ -72,6 +72,7 @@ type Options struct {
 	// UpstreamTLS is the TLS configuration of https:// requests the proxy
 	// forwards itself (absolute-form, and inside intercepted tunnels); nil
 	// verifies upstream certificates against the gateway's system roots.
+	// It must verify them when a rule carries a Credential.
 	UpstreamTLS *tls.Config
 	// CA, when set, lets the proxy add credentials inside CONNECT tunnels
 	// too: a tunnel to a host whose rule has a Credential is terminated
@@ -127,6 +128,9 @@ type Proxy struct {
 func New(o Options) (*Proxy, error) {
 	if o.MaxBytes < 0 || o.MaxConcurrent < 0 || o.MaxConnections < 0 || o.DialTimeout < 0 || o.HeaderTimeout < 0 {
 		return nil, errors.New("egress: negative cap in Options; caps are never unlimited, use 0 for the default")
+	}
+	if o.UpstreamTLS != nil && o.UpstreamTLS.InsecureSkipVerify && o.Policy.Intercepts() {
+		return nil, errors.New("egress: Options.UpstreamTLS skips certificate verification and a rule carries a credential, which would go to any server; verify upstream certificates (set RootCAs instead)")
 	}
 	if o.Resolver == nil {
 		o.Resolver = net.DefaultResolver
@@ -314,6 +318,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var addrs []netip.Addr
 	if err == nil {
 		rule, err = p.o.Policy.Check(host, port)
+	}
+	if err == nil && r.Method != http.MethodConnect && r.URL.Scheme == "http" && rule.Credential != nil {
+		// Plain HTTP would carry the credential in clear, whatever the
+		// port: it goes only inside TLS to a server the proxy verified.
+		err = refusedFor(ReasonPlainCredential, "http://%s is plain HTTP to a host whose %s rule %q carries a credential, which the proxy sends only over TLS; use https:// for this host",
+			net.JoinHostPort(host, strconv.Itoa(port)), ConfigKey, rule.String())
 	}
 	if err == nil {
 		addrs, err = p.admit(r.Context(), rule, host)

@@ -100,8 +100,8 @@ func rawAgent(hostDir, raw string) string {
 // TestEgressRouteLivesForTheRequest: an assistant's sandbox.egress becomes
 // Spec.Egress and a proxy on egress.sock for the run, which reaches an
 // allowed name with the credential added over TLS it verifies
-// (EgressOptions.UpstreamTLS), refuses another name and a malformed
-// CONNECT, logs each attempt with the assistant,
+// (EgressOptions.UpstreamTLS), refuses plain HTTP to that name, another
+// name and a malformed CONNECT, logs each attempt with the assistant,
 // sandbox, request id, user and chat, counts each refusal in
 // agentbox.egress.refusals by assistant and reason, and is gone when the
 // request ends.
@@ -123,7 +123,7 @@ func TestEgressRouteLivesForTheRequest(t *testing.T) {
 	require.NoError(t, err)
 	hostDir := t.TempDir()
 	ex := &egressExecutor{FakeExecutor: executortest.NewExecutor(t), dir: hostDir}
-	var allowed, refused, malformed string
+	var allowed, plain, refused, malformed string
 	ex.OnCreate = func(sb *executortest.FakeSandbox) {
 		sb.ExecFunc = func(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
 			get := func(u string) string {
@@ -137,6 +137,7 @@ func TestEgressRouteLivesForTheRequest(t *testing.T) {
 			}
 			// https:// sent to the proxy, as busybox wget does.
 			allowed = rawAgent(hostDir, fmt.Sprintf("GET https://pkgs.test:%d/p.tgz HTTP/1.1\r\nHost: pkgs.test\r\nConnection: close\r\n\r\n", port))
+			plain = get(fmt.Sprintf("http://pkgs.test:%d/p.tgz", port))
 			refused = get(fmt.Sprintf("http://other.test:%d/", port))
 			malformed = rawAgent(hostDir, "CONNECT pkgs.test@evil.test:443 HTTP/1.1\r\nHost: pkgs.test@evil.test:443\r\n\r\n")
 			return scripted.Text(executor.Usage{}, "done").Exec(ctx, cmd)
@@ -173,6 +174,8 @@ func TestEgressRouteLivesForTheRequest(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "done", resp.Content)
 	assert.Equal(t, "HTTP/1.1 200 OK | pkg", allowed)
+	assert.True(t, strings.HasPrefix(plain, "403 "), plain)
+	assert.Contains(t, plain, "use https://")
 	assert.True(t, strings.HasPrefix(refused, "403 "), refused)
 	assert.Contains(t, refused, "sandbox.egress")
 	assert.True(t, strings.HasPrefix(malformed, "HTTP/1.1 400 "), malformed)
@@ -191,7 +194,7 @@ func TestEgressRouteLivesForTheRequest(t *testing.T) {
 			lines = append(lines, m)
 		}
 	}
-	require.Len(t, lines, 3, logs.String())
+	require.Len(t, lines, 4, logs.String())
 	reasons := map[any]int{}
 	for _, l := range lines {
 		assert.Equal(t, "coder", l["assistant"])
@@ -201,9 +204,9 @@ func TestEgressRouteLivesForTheRequest(t *testing.T) {
 		assert.Equal(t, "c1", l["chat"])
 		reasons[l["reason"]]++
 	}
-	assert.Equal(t, map[any]int{nil: 1, "not_allowed": 1, "malformed": 1}, reasons, "one line per attempt")
+	assert.Equal(t, map[any]int{nil: 1, "plain_http_credential": 1, "not_allowed": 1, "malformed": 1}, reasons, "one line per attempt")
 	assert.NotContains(t, logs.String(), "tok-123")
-	assert.Equal(t, map[string]int64{"coder/not_allowed": 1, "coder/malformed": 1}, egressRefusals(t, reader))
+	assert.Equal(t, map[string]int64{"coder/plain_http_credential": 1, "coder/not_allowed": 1, "coder/malformed": 1}, egressRefusals(t, reader))
 	assert.NoFileExists(t, filepath.Join(hostDir, helper.EgressSocket))
 }
 
