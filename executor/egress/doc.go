@@ -56,10 +56,11 @@
 // then a tunnel to a host whose rule has a Credential is terminated by the
 // proxy with a certificate for that host signed by the CA, and each
 // request inside is forwarded as an absolute-form https:// one, to the
-// tunnel's host only, over the proxy's own verified TLS, with the
-// credential set. The sandbox trusts the CA through CAInstallScript's
-// files and CAEnv; the CA's key stays in the gateway. Tunnels to hosts
-// without a credential stay opaque.
+// tunnel's host only (whatever its target, Host or the TLS server name
+// say), over the proxy's own verified TLS, with the credential set;
+// CONNECT and HTTP/2's PRI inside are refused. The sandbox trusts the CA
+// through CAInstallScript's files and CAEnv; the CA's key stays in the
+// gateway. Tunnels to hosts without a credential stay opaque.
 //
 // What it cannot stop: anything the agent sends to an allowed host (a
 // workspace uploaded to an allowed git host or a paste site on the list is

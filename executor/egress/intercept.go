@@ -63,7 +63,15 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, a *attempt, ru
 		served(ir)
 		ia := &attempt{method: ir.Method, host: host, port: a.port, rule: a.rule, start: time.Now()}
 		defer p.logAttempt(ia)
-		if err := p.countConnection(); err != nil {
+		err := p.countConnection()
+		if err == nil && (ir.Method == http.MethodConnect || ir.Method == "PRI") {
+			// A tunnel in the tunnel, or HTTP/2's preface (the
+			// handshake offered http/1.1 only): neither is a request
+			// to forward.
+			p.conns.Add(-1)
+			err = refusedFor(ReasonNotProxy, "%s inside the tunnel to %s; send the requests themselves (HTTP/1.1)", ir.Method, authority)
+		}
+		if err != nil {
 			ia.fail(err)
 			p.refuse(iw, ia, err)
 			return
