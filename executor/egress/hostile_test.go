@@ -295,7 +295,7 @@ func TestHostileInterceptedTunnel(t *testing.T) {
 // cut at HeaderTimeout, each with a line and a count; then the proxy
 // serves again.
 func TestHostileSlowloris(t *testing.T) {
-	rec, r, port := newPkgsRig(t, Options{MaxConcurrent: 2, HeaderTimeout: 500 * time.Millisecond})
+	rec, r, port := newPkgsRig(t, Options{MaxConcurrent: 2, HeaderTimeout: 2 * time.Second})
 	const n = 20
 	capOpen := clientsPerSlot * 2
 	var conns []net.Conn

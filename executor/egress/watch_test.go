@@ -17,7 +17,7 @@ import (
 )
 
 // testHeaderTimeout is the rigs' HeaderTimeout where a test waits for it.
-const testHeaderTimeout = 300 * time.Millisecond
+const testHeaderTimeout = time.Second
 
 // sendRaw writes raw on a new connection to the proxy (half-closing
 // after it when hangUp), then reads until the proxy closes, and returns
@@ -161,13 +161,13 @@ func TestServedConnectionsLogNothingMore(t *testing.T) {
 		_ = resp.Body.Close()
 		assert.Equal(t, 200, resp.StatusCode)
 	}
-	time.Sleep(2 * testHeaderTimeout)
+	time.Sleep(testHeaderTimeout + 100*time.Millisecond)
 	_ = c.Close()
 	probe, err := net.Dial("tcp", r.url.Host)
 	require.NoError(t, err)
 	_ = probe.Close()
 	require.Eventually(t, func() bool { return len(r.lines(t)) == 3 }, 10*time.Second, 10*time.Millisecond, r.logs.String())
-	time.Sleep(2 * testHeaderTimeout)
+	time.Sleep(testHeaderTimeout + 100*time.Millisecond)
 	assert.Len(t, r.lines(t), 3, r.logs.String())
 	assert.Empty(t, r.refusedLines(t))
 	assert.Empty(t, r.refusals())
