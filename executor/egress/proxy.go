@@ -58,7 +58,8 @@ type Options struct {
 	// refused.
 	MaxBytes int64
 	// MaxConcurrent bounds connections open at once (DefaultMaxConcurrent
-	// when 0); more are refused with 503.
+	// when 0); more are refused with 503. Client connections being read
+	// at once, tunnels aside, are capped at four times it.
 	MaxConcurrent int
 	// MaxConnections caps the connections over the proxy's life
 	// (DefaultMaxConnections when 0).
