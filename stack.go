@@ -71,7 +71,8 @@ type Options struct {
 	// its Logger is set by New.
 	Model modelroute.Options
 	// Egress configures the egress proxies of assistants with
-	// sandbox.egress (caps; a resolver for tests).
+	// sandbox.egress (caps; a resolver for tests); its MeterProvider is
+	// MeterProvider's when nil.
 	Egress modelroute.EgressOptions
 	// MeterProvider and TracerProvider receive the metrics and spans
 	// (OpenTelemetry's global providers when nil).
@@ -144,6 +145,9 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	}
 	mo := o.Model
 	mo.Logger = log.Named("model")
+	if o.Egress.MeterProvider == nil {
+		o.Egress.MeterProvider = o.MeterProvider
+	}
 	mwo := middleware.Options{
 		Catalog: cat,
 		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {

@@ -20,8 +20,9 @@ type EgressRule struct {
 	// Private lets an exact name resolve to private, loopback or
 	// link-local addresses (an internal registry).
 	Private bool `json:"private,omitempty"`
-	// Secret is a credential the proxy adds to plain-HTTP requests to the
-	// host.
+	// Secret is a credential the proxy adds to requests to the host, only
+	// inside TLS to a server it verified; plain HTTP to the host is
+	// refused.
 	Secret *EgressSecret `json:"secret,omitempty"`
 }
 
@@ -222,9 +223,10 @@ example.com, not example.com itself nor evil-example.com), an IP address, or an 
 | ` + "`header`" + ` | string | "Authorization" | the request header the proxy sets, replacing any the agent sent |
 | ` + "`prefix`" + ` | string | "" | text before the secret, e.g. "Bearer " |
 
-The proxy adds the secret to the requests it forwards itself to that host: ` + "`http://`" + `, and ` + "`https://`" + ` from clients
-that send the URL to the proxy (busybox wget; the proxy then speaks TLS upstream and verifies the certificate), and
-` + "`https://`" + ` from clients that tunnel with CONNECT (curl, git, npm, pip): for a host with a secret the proxy terminates
+The proxy adds the secret only inside TLS to a server whose certificate it verified, never in clear: plain ` + "`http://`" + ` to
+a host with a secret is refused with 403 (at any port, in any spelling of the name), since the agent could otherwise make
+the gateway send the secret unencrypted. It adds it to ` + "`https://`" + ` from clients that send the URL to the proxy (busybox
+wget; the proxy then speaks TLS upstream itself), and to ` + "`https://`" + ` from clients that tunnel with CONNECT (curl, git, npm, pip): for a host with a secret the proxy terminates
 the tunnel with a certificate from the gateway's own CA (made at start-up, its key only in the gateway's memory), which
 the sandbox trusts through ` + "`$HOME/.agentbox/egress-ca.pem`" + ` and ` + "`ca-bundle.pem`" + ` (the image's roots plus the CA) and
 NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, REQUESTS_CA_BUNDLE and PIP_CERT; tunnels to hosts

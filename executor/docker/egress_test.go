@@ -75,13 +75,14 @@ func TestEgressPlan(t *testing.T) {
 // TestEgressEndToEnd: the agent's wget in a network-none container reaches
 // a loopback server on the host through the helper's relay and the egress
 // proxy, by a name only the proxy resolves; the proxy adds a credential the
-// container never holds; refused destinations get the proxy's 403; the
-// connection log names user, chat, host and bytes.
+// container never holds, only over TLS it verifies (https:// sent to the
+// proxy, as busybox wget does); refused destinations get the proxy's 403;
+// the connection log names user, chat, host and bytes.
 func TestEgressEndToEnd(t *testing.T) {
 	e := newTestExecutor(t, func(o *Options) { o.HelperBinary = testenv.HelperBinary(t) })
 	reg := newRegistry("registry-index-v1\n")
 	token := reg.token
-	srv := httptest.NewServer(reg)
+	srv := httptest.NewTLSServer(reg)
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 
@@ -92,6 +93,7 @@ func TestEgressEndToEnd(t *testing.T) {
 	tlsPort := tlsSrv.Listener.Addr().(*net.TCPAddr).Port
 	pool := x509.NewCertPool()
 	pool.AddCert(tlsSrv.Certificate())
+	pool.AddCert(srv.Certificate())
 
 	spec := testSpec("egress")
 	spec.Egress = true
@@ -104,6 +106,8 @@ func TestEgressEndToEnd(t *testing.T) {
 		egress.Rule{Host: "tls.test", Port: tlsPort, Private: true})
 	require.NoError(t, err)
 	logs := &testenv.SyncBuffer{}
+	var mu sync.Mutex
+	counted := map[egress.Reason]int{}
 	proxy, err := egress.New(egress.Options{
 		Policy:   pol,
 		Resolver: testenv.Hosts{"pkgs.test": "127.0.0.1", "tls.test": "127.0.0.1", "rebind.test": "127.0.0.1", "localhost": "127.0.0.1"},
@@ -112,6 +116,11 @@ func TestEgressEndToEnd(t *testing.T) {
 		},
 		Logger:      hclog.New(&hclog.LoggerOptions{Output: logs, JSONFormat: true}).With("user", spec.UserID, "chat", spec.ChatID),
 		UpstreamTLS: &tls.Config{RootCAs: pool, ServerName: "example.com"}, // httptest's certificate names example.com
+		OnRefuse: func(r egress.Reason) {
+			mu.Lock()
+			defer mu.Unlock()
+			counted[r]++
+		},
 	})
 	require.NoError(t, err)
 	ln, err := helper.ListenHostSocket(sb.HostDir(), helper.EgressSocket, executor.DefaultUID, executor.DefaultGID)
@@ -119,25 +128,28 @@ func TestEgressEndToEnd(t *testing.T) {
 	go func() { _ = proxy.Serve(ln) }()
 	defer func() { _ = proxy.Close() }()
 
-	out := mustRun(t, sb, fmt.Sprintf("wget -q -O - http://pkgs.test:%d/index.json", port))
-	assert.Equal(t, "registry-index-v1", out)
-	assert.Equal(t, []string{fmt.Sprintf("pkgs.test:%d Bearer %s", port, token)}, reg.requests(), "the credential reached the registry")
-
 	// HTTPS: busybox wget sends the https:// URL to the proxy, which speaks
-	// TLS upstream itself and checks the server's certificate.
-	out, stderr, res, err := run(t, sb, fmt.Sprintf("wget -q -O - https://tls.test:%d/", tlsPort))
+	// TLS upstream itself, checks the server's certificate and adds the
+	// credential inside it.
+	out, stderr, res, err := run(t, sb, fmt.Sprintf("wget -q -O - https://pkgs.test:%d/index.json", port))
 	require.NoError(t, err)
 	if res.ExitCode != 0 {
-		dbg, _, _, _ := run(t, sb, fmt.Sprintf(`printf 'GET https://tls.test:%d/ HTTP/1.0\r\n\r\n' | nc 127.0.0.1 %d`, tlsPort, DefaultEgressPort))
+		dbg, _, _, _ := run(t, sb, fmt.Sprintf(`printf 'GET https://pkgs.test:%d/ HTTP/1.0\r\n\r\n' | nc 127.0.0.1 %d`, port, DefaultEgressPort))
 		t.Fatalf("stderr %s; proxy says %s", stderr, dbg)
 	}
-	assert.Equal(t, "tls-index-v1", strings.TrimSpace(out))
+	assert.Equal(t, "registry-index-v1", strings.TrimSpace(out))
+	assert.Equal(t, []string{fmt.Sprintf("pkgs.test:%d Bearer %s", port, token)}, reg.requests(), "the credential reached the registry")
+	out = mustRun(t, sb, fmt.Sprintf("wget -q -O - https://tls.test:%d/", tlsPort))
+	assert.Equal(t, "tls-index-v1", out)
 
 	for name, u := range map[string]string{
 		"not listed": fmt.Sprintf("http://other.test:%d/", port),
 		"metadata":   "http://169.254.169.254/latest/meta-data/",
 		"localhost":  fmt.Sprintf("http://localhost.:%d/", port), // the trailing dot defeats NO_PROXY's exemption
 		"rebinding":  fmt.Sprintf("http://rebind.test:%d/", port),
+		// Issue 32 §3: plain HTTP to the credential host would carry the
+		// secret unencrypted, at any port, in any case.
+		"plain HTTP to the credential host": fmt.Sprintf("http://PKGS.test.:%d/index.json", port),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, stderr, res, err := run(t, sb, "wget -q -O - "+u)
@@ -146,38 +158,62 @@ func TestEgressEndToEnd(t *testing.T) {
 			assert.Contains(t, stderr, "403", "the proxy refused it")
 		})
 	}
-	// The same refusal as the agent reads it, body included.
+	// The same refusals as the agent reads them, body included.
 	body := mustRun(t, sb, fmt.Sprintf(`printf 'GET http://other.test:%d/ HTTP/1.0\r\n\r\n' | nc 127.0.0.1 %d`, port, DefaultEgressPort))
 	assert.Contains(t, body, "403 Forbidden")
 	assert.Contains(t, body, "other.test:"+fmt.Sprint(port)+" is not on the sandbox's egress allowlist")
 	assert.Contains(t, body, egress.ConfigKey)
+	body = mustRun(t, sb, fmt.Sprintf(`printf 'GET http://pkgs.test:%d/index.json HTTP/1.0\r\n\r\n' | nc 127.0.0.1 %d`, port, DefaultEgressPort))
+	assert.Contains(t, body, "403 Forbidden")
+	assert.Contains(t, body, "which the proxy sends only over TLS; use https://")
+
+	// Issue 32 §4: what net/http turns down before the proxy's handler,
+	// sent from the container's shell, is answered, logged and counted.
+	for name, c := range map[string]struct{ script, answer string }{
+		"userinfo in the CONNECT target": {`printf 'CONNECT pkgs.test@evil.test:443 HTTP/1.1\r\nHost: pkgs.test@evil.test:443\r\n\r\n'`, "HTTP/1.1 400"},
+		"# in the CONNECT target":        {`printf 'CONNECT pkgs.test#x:443 HTTP/1.1\r\nHost: pkgs.test:443\r\n\r\n'`, "HTTP/1.1 400"},
+		"%2e host":                       {`printf 'CONNECT %%2e%%2e:443 HTTP/1.1\r\nHost: x:443\r\n\r\n'`, "HTTP/1.1 400"},
+		"2 MB CONNECT line":              {`{ printf 'CONNECT '; head -c 2097152 /dev/zero | tr '\0' a; printf '.test:443 HTTP/1.1\r\n\r\n'; }`, "HTTP/1.1 431"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, _, _, err := run(t, sb, c.script+fmt.Sprintf(" | nc 127.0.0.1 %d", DefaultEgressPort))
+			require.NoError(t, err)
+			assert.True(t, strings.HasPrefix(out, c.answer), "the agent read %q", out)
+		})
+	}
 	assert.Len(t, reg.requests(), 1, "no refused request reached the server")
 
 	assertSecretNowhere(t, e, sb, token, "HTTP_PROXY=http://127.0.0.1:")
 
-	// The log: one line per attempt with user, chat, host and bytes.
-	var ok, refused int
+	// The log: one line per attempt with user, chat and bytes or the
+	// request line; one count per refusal, by reason.
+	const refusedWant = 5 + 2 + 4
+	var ok int
+	reasons := map[any]int{}
+	require.Eventually(t, func() bool { return strings.Count(logs.String(), `"outcome":"refused"`) >= refusedWant }, 10*time.Second, 10*time.Millisecond, logs.String())
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		m := map[string]any{}
 		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
 		assert.Equal(t, spec.UserID, m["user"])
 		assert.Equal(t, spec.ChatID, m["chat"])
-		assert.Contains(t, m, "bytes_up")
-		assert.Contains(t, m, "bytes_down")
 		switch m["outcome"] {
 		case "ok":
 			ok++
 			assert.Contains(t, []any{"pkgs.test", "tls.test"}, m["host"])
 			assert.Greater(t, m["bytes_down"].(float64), float64(len("registry-index-v1")))
-			if m["host"] == "tls.test" {
-				assert.Equal(t, "GET", m["method"])
-			}
+			assert.Equal(t, "GET", m["method"])
 		case "refused":
-			refused++
+			reasons[m["reason"]]++
+			if m["reason"] == string(egress.ReasonPlainCredential) {
+				assert.NotContains(t, m, "addr", "refused before anything was dialled")
+			}
 		}
 	}
 	assert.Equal(t, 2, ok)
-	assert.Equal(t, 5, refused, logs.String())
+	assert.Equal(t, map[any]int{"not_allowed": 4, "private_address": 1, "plain_http_credential": 2, "malformed": 3, "header_too_large": 1}, reasons, logs.String())
+	mu.Lock()
+	assert.Equal(t, map[egress.Reason]int{"not_allowed": 4, "private_address": 1, "plain_http_credential": 2, "malformed": 3, "header_too_large": 1}, counted)
+	mu.Unlock()
 	assert.NotContains(t, logs.String(), token)
 }
 

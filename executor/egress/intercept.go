@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/netip"
@@ -29,6 +28,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, a *attempt, ru
 		a.fail(fmt.Errorf("egress: hijack: %w", err))
 		return
 	}
+	client = unwrapClient(client)
 	if !p.track(client) {
 		_ = client.Close()
 		a.fail(errors.New("egress: proxy closed"))
@@ -59,30 +59,31 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, a *attempt, ru
 		return
 	}
 	authority := net.JoinHostPort(host, strconv.Itoa(a.port))
-	srv := &http.Server{
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          log.New(io.Discard, "", 0),
-		Handler: http.HandlerFunc(func(iw http.ResponseWriter, ir *http.Request) {
-			ia := &attempt{method: ir.Method, host: host, port: a.port, rule: a.rule, start: time.Now()}
-			defer p.logAttempt(ia)
-			if err := p.countConnection(); err != nil {
-				ia.fail(err)
-				p.refuse(iw, ia, err)
-				return
-			}
-			ir.URL.Scheme, ir.URL.Host, ir.Host = "https", authority, authority
-			ictx, stop := context.WithCancel(context.WithoutCancel(ir.Context()))
-			defer stop()
-			defer context.AfterFunc(p.ctx, stop)()
-			p.forward(iw, ir.WithContext(ictx), ia, rule, addrs)
-		}),
-	}
-	ln := newOneConn(tc)
-	srv.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateClosed || s == http.StateHijacked {
-			_ = ln.Close()
+	srv := p.server(http.HandlerFunc(func(iw http.ResponseWriter, ir *http.Request) {
+		served(ir)
+		ia := &attempt{method: ir.Method, host: host, port: a.port, rule: a.rule, start: time.Now()}
+		defer p.logAttempt(ia)
+		err := p.countConnection()
+		if err == nil && (ir.Method == http.MethodConnect || ir.Method == "PRI") {
+			// A tunnel in the tunnel, or HTTP/2's preface (the
+			// handshake offered http/1.1 only): neither is a request
+			// to forward.
+			p.conns.Add(-1)
+			err = refusedFor(ReasonNotProxy, "%s inside the tunnel to %s; send the requests themselves (HTTP/1.1)", ir.Method, authority)
 		}
-	}
+		if err != nil {
+			ia.fail(err)
+			p.refuse(iw, ia, err)
+			return
+		}
+		ir.URL.Scheme, ir.URL.Host, ir.Host = "https", authority, authority
+		ictx, stop := context.WithCancel(context.WithoutCancel(ir.Context()))
+		defer stop()
+		defer context.AfterFunc(p.ctx, stop)()
+		p.forward(iw, ir.WithContext(ictx), ia, rule, addrs)
+	}))
+	ln := newOneConn(newClientConn(tc))
+	p.watch(srv, p.log.With("host", host, "port", a.port, "in_tunnel", true), func() { _ = ln.Close() })
 	_ = srv.Serve(ln)
 }
 

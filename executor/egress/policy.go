@@ -20,10 +20,12 @@ const ConfigKey = "sandbox.egress"
 // DefaultPorts are the ports a rule without a port allows.
 var DefaultPorts = []int{80, 443}
 
-// Credential is a secret the proxy adds to the requests it forwards itself
-// (absolute-form http:// and https://, not CONNECT tunnels) for a rule's
-// hosts. The policy holds the name of an environment variable of the
-// gateway, never the value: the value is read when a request needs it.
+// Credential is a secret the proxy adds to the https:// requests it makes
+// itself over TLS it verifies (absolute-form, and inside CONNECT tunnels
+// it intercepts with Options.CA) for a rule's hosts; plain http:// to
+// them is refused. The policy holds the name of an environment variable
+// of the gateway, never the value: the value is read when a request needs
+// it.
 type Credential struct {
 	// Env names the gateway's environment variable holding the secret.
 	Env string
@@ -48,8 +50,8 @@ type Rule struct {
 	// what stops DNS rebinding. Wildcards cannot set it; an IP rule has it
 	// implicitly.
 	Private bool
-	// Credential, when set, is added to forwarded (not tunnelled) requests
-	// to the host.
+	// Credential, when set, is added to the host's requests inside TLS
+	// the proxy verified; plain HTTP to the host is refused.
 	Credential *Credential
 }
 
@@ -338,10 +340,10 @@ func checkAddrs(r Rule, host string, addrs []netip.Addr) ([]netip.Addr, error) {
 	}
 	if len(ok) == 0 {
 		if len(refused) == 0 {
-			return nil, fmt.Errorf("%w: %s has no address", ErrRefused, host)
+			return nil, refusedFor(ReasonUnresolvable, "%s has no address", host)
 		}
-		return nil, fmt.Errorf("%w: %s resolves to %s, a private, loopback, link-local or reserved address; "+
-			"only a host listed by its exact name with \"private\": true in %s may reach one", ErrRefused, host, strings.Join(refused, ", "), ConfigKey)
+		return nil, refusedFor(ReasonPrivateAddress, "%s resolves to %s, a private, loopback, link-local or reserved address; "+
+			"only a host listed by its exact name with \"private\": true in %s may reach one", host, strings.Join(refused, ", "), ConfigKey)
 	}
 	return ok, nil
 }

@@ -58,25 +58,37 @@ type Options struct {
 	// refused.
 	MaxBytes int64
 	// MaxConcurrent bounds connections open at once (DefaultMaxConcurrent
-	// when 0); more are refused with 503.
+	// when 0); more are refused with 503. Client connections being read
+	// at once, tunnels aside, are capped at four times it.
 	MaxConcurrent int
 	// MaxConnections caps the connections over the proxy's life
 	// (DefaultMaxConnections when 0).
 	MaxConnections int
 	// DialTimeout bounds resolving and dialling (DefaultDialTimeout when 0).
 	DialTimeout time.Duration
+	// HeaderTimeout bounds reading one request head, on the proxy's
+	// connections and inside intercepted tunnels (DefaultHeaderTimeout
+	// when 0); a client that takes longer is cut, logged and counted.
+	HeaderTimeout time.Duration
 	// UpstreamTLS is the TLS configuration of https:// requests the proxy
-	// forwards itself (absolute-form, not CONNECT); nil verifies upstream
-	// certificates against the gateway's system roots.
+	// forwards itself (absolute-form, and inside intercepted tunnels); nil
+	// verifies upstream certificates against the gateway's system roots.
+	// It must verify them when a rule carries a Credential.
 	UpstreamTLS *tls.Config
 	// CA, when set, lets the proxy add credentials inside CONNECT tunnels
 	// too: a tunnel to a host whose rule has a Credential is terminated
 	// with a certificate the CA signs (see CA); the sandbox must trust
 	// the CA. Without it such tunnels stay opaque and carry no credential.
 	CA *CA
-	// Logger gets one line per connection; the caller adds user and chat
-	// with With. Secrets are never logged.
+	// Logger gets one line per attempt, refused ones included at any
+	// layer (net/http's own parser too); the caller adds the assistant,
+	// sandbox, request id, user and chat with With. Secrets are never
+	// logged.
 	Logger hclog.Logger
+	// OnRefuse, when set, is called once per refused attempt with its
+	// reason, beside the attempt's log line (middleware/modelroute
+	// counts them as agentbox.egress.refusals). It must not block.
+	OnRefuse func(Reason)
 }
 
 // Stats are a proxy's counters so far.
@@ -115,8 +127,11 @@ type Proxy struct {
 
 // New returns a proxy; Serve starts it.
 func New(o Options) (*Proxy, error) {
-	if o.MaxBytes < 0 || o.MaxConcurrent < 0 || o.MaxConnections < 0 || o.DialTimeout < 0 {
+	if o.MaxBytes < 0 || o.MaxConcurrent < 0 || o.MaxConnections < 0 || o.DialTimeout < 0 || o.HeaderTimeout < 0 {
 		return nil, errors.New("egress: negative cap in Options; caps are never unlimited, use 0 for the default")
+	}
+	if o.UpstreamTLS != nil && o.UpstreamTLS.InsecureSkipVerify && o.Policy.Intercepts() {
+		return nil, errors.New("egress: Options.UpstreamTLS skips certificate verification and a rule carries a credential, which would go to any server; verify upstream certificates (set RootCAs instead)")
 	}
 	if o.Resolver == nil {
 		o.Resolver = net.DefaultResolver
@@ -135,6 +150,9 @@ func New(o Options) (*Proxy, error) {
 	}
 	if o.DialTimeout == 0 {
 		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.HeaderTimeout == 0 {
+		o.HeaderTimeout = DefaultHeaderTimeout
 	}
 	if o.Dial == nil {
 		d := &net.Dialer{Timeout: o.DialTimeout}
@@ -158,13 +176,26 @@ func New(o Options) (*Proxy, error) {
 		ErrorHandler: p.plainError,
 		ErrorLog:     log.New(io.Discard, "", 0),
 	}
-	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	p.srv = p.server(p)
 	return p, nil
 }
 
+// server is one of the proxy's HTTP servers: the proxy's own, or an
+// intercepted tunnel's. Its handler sees OPTIONS * too, which net/http
+// would answer itself.
+func (p *Proxy) server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: p.o.HeaderTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		DisableGeneralOptionsHandler: true, ErrorLog: log.New(io.Discard, "", 0)}
+}
+
 // Serve serves the proxy on ln until Close. It returns nil after Close.
+// Connections past 4×MaxConcurrent open at once (tunnels aside) are
+// refused; requests net/http turns down on its own are logged and counted
+// as the handler's refusals are.
 func (p *Proxy) Serve(ln net.Listener) error {
-	err := p.srv.Serve(ln)
+	cl := &clientListener{Listener: ln, p: p}
+	p.watch(p.srv, p.log, cl.ended)
+	err := p.srv.Serve(cl)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -197,6 +228,7 @@ type attempt struct {
 	start        time.Time
 	up, down     atomic.Int64
 	status       int
+	reason       Reason // set when refused
 
 	mu      sync.Mutex // outcome and addr are set by relay and dial goroutines
 	outcome error
@@ -232,13 +264,16 @@ func (p *Proxy) logAttempt(a *attempt) {
 	if a.status != 0 {
 		args = append(args, "status", a.status)
 	}
+	if a.reason != "" {
+		args = append(args, "reason", a.reason)
+	}
 	switch {
 	case a.outcome == nil:
 		p.log.Info("egress", append(args, "outcome", "ok")...)
 	case errors.Is(a.outcome, ErrRefused):
-		p.log.Warn("egress refused", append(args, "outcome", "refused", "reason", a.outcome.Error())...)
+		p.log.Warn("egress refused", append(args, "outcome", "refused", "error", a.outcome.Error())...)
 	case errors.Is(a.outcome, ErrCapped):
-		p.log.Warn("egress capped", append(args, "outcome", "capped", "reason", a.outcome.Error())...)
+		p.log.Warn("egress capped", append(args, "outcome", "capped", "error", a.outcome.Error())...)
 	default:
 		p.log.Info("egress", append(args, "outcome", "error", "error", a.outcome.Error())...)
 	}
@@ -248,14 +283,20 @@ func (p *Proxy) logAttempt(a *attempt) {
 // absolute-form http:// or https:// request is forwarded, anything else is
 // refused.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	served(r)
 	a := &attempt{method: r.Method, start: time.Now()}
 	defer p.logAttempt(a)
 	var host string
 	var port int
 	var err error
-	if r.Method == http.MethodConnect {
+	switch {
+	case r.URL.User != nil:
+		// "CONNECT allowed@evil:443" would reach evil; no client sends
+		// userinfo to a proxy, so it is an error, not a guess.
+		err = refusedFor(ReasonMalformed, "%s %s: a proxy request target has no user@ part; send credentials in a header", r.Method, strconv.QuoteToASCII(r.RequestURI))
+	case r.Method == http.MethodConnect:
 		host, port, err = splitAuthority(r.Host, 0)
-	} else {
+	default:
 		switch {
 		case r.URL.Scheme == "http" && r.URL.Host != "":
 			host, port, err = splitAuthority(r.URL.Host, 80)
@@ -264,9 +305,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// proxy instead of CONNECT: the proxy speaks TLS upstream.
 			host, port, err = splitAuthority(r.URL.Host, 443)
 		case r.URL.Host == "":
-			err = fmt.Errorf("%w: %s %s is not a proxy request; this is the sandbox's egress proxy (HTTP_PROXY), send requests with an absolute URL", ErrRefused, r.Method, r.URL.RequestURI())
+			err = refusedFor(ReasonNotProxy, "%s %s is not a proxy request; this is the sandbox's egress proxy (HTTP_PROXY), send requests with an absolute URL", r.Method, r.URL.RequestURI())
 		default:
-			err = fmt.Errorf("%w: scheme %q; the proxy forwards http:// and https:// requests and tunnels with CONNECT", ErrRefused, r.URL.Scheme)
+			err = refusedFor(ReasonNotProxy, "scheme %q; the proxy forwards http:// and https:// requests and tunnels with CONNECT", r.URL.Scheme)
 		}
 	}
 	a.host, a.port = host, port
@@ -277,7 +318,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var rule Rule
 	var addrs []netip.Addr
 	if err == nil {
-		rule, addrs, err = p.admit(r.Context(), host, port)
+		rule, err = p.o.Policy.Check(host, port)
+	}
+	if err == nil && r.Method != http.MethodConnect && r.URL.Scheme == "http" && rule.Credential != nil {
+		// Plain HTTP would carry the credential in clear, whatever the
+		// port: it goes only inside TLS to a server the proxy verified.
+		err = refusedFor(ReasonPlainCredential, "http://%s is plain HTTP to a host whose %s rule %q carries a credential, which the proxy sends only over TLS; use https:// for this host",
+			net.JoinHostPort(host, strconv.Itoa(port)), ConfigKey, rule.String())
+	}
+	if err == nil {
+		addrs, err = p.admit(r.Context(), rule, host)
 	}
 	if err != nil {
 		a.fail(err)
@@ -310,29 +360,25 @@ func (p *Proxy) countConnection() error {
 	return nil
 }
 
-// admit checks the policy, the caps and the destination's addresses, and
-// takes a connection slot (the caller releases it).
-func (p *Proxy) admit(ctx context.Context, host string, port int) (Rule, []netip.Addr, error) {
-	rule, err := p.o.Policy.Check(host, port)
-	if err != nil {
-		return Rule{}, nil, err
-	}
+// admit checks the caps and the addresses of host, which rule allows,
+// and takes a connection slot (the caller releases it).
+func (p *Proxy) admit(ctx context.Context, rule Rule, host string) ([]netip.Addr, error) {
 	if err := p.countConnection(); err != nil {
-		return Rule{}, nil, err
+		return nil, err
 	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
 		p.conns.Add(-1)
-		return Rule{}, nil, fmt.Errorf("%w: %d connections are open already (egress.Options.MaxConcurrent); close some and retry", ErrCapped, p.o.MaxConcurrent)
+		return nil, fmt.Errorf("%w: %d connections are open already (egress.Options.MaxConcurrent); close some and retry", ErrCapped, p.o.MaxConcurrent)
 	}
 	addrs, err := p.resolve(ctx, rule, host)
 	if err != nil {
 		<-p.slots
 		p.conns.Add(-1)
-		return Rule{}, nil, err
+		return nil, err
 	}
-	return rule, addrs, nil
+	return addrs, nil
 }
 
 // resolve returns the addresses of host the rule may reach: the literal
@@ -348,17 +394,21 @@ func (p *Proxy) resolve(ctx context.Context, rule Rule, host string) ([]netip.Ad
 	name, _ := normalName(host)
 	addrs, err := p.o.Resolver.LookupNetIP(ctx, "ip", name)
 	if err != nil {
-		return nil, fmt.Errorf("egress: resolve %s: %w", name, err)
+		return nil, &refusal{reason: ReasonUnresolvable, err: fmt.Errorf("egress: resolve %s: %w", name, err)}
 	}
 	return checkAddrs(rule, name, addrs)
 }
 
 // refuse answers a refusal the agent can read: 403 for the policy, 503 for
-// caps, 502 when the name does not resolve.
+// caps, 502 when the name does not resolve; it counts it by reason.
 func (p *Proxy) refuse(w http.ResponseWriter, a *attempt, err error) {
 	p.refused.Add(1)
+	a.reason = reasonOf(err)
+	p.onRefuse(a.reason)
 	code := http.StatusBadGateway
 	switch {
+	case a.reason == ReasonMalformed:
+		code = http.StatusBadRequest
 	case errors.Is(err, ErrRefused):
 		code = http.StatusForbidden
 	case errors.Is(err, ErrCapped):
@@ -377,7 +427,7 @@ func splitAuthority(hp string, def int) (string, int, error) {
 	host, ps, err := net.SplitHostPort(hp)
 	if err != nil {
 		if def == 0 {
-			return "", 0, fmt.Errorf("%w: %q is not host:port", ErrRefused, hp)
+			return "", 0, refusedFor(ReasonMalformed, "%s is not host:port", strconv.QuoteToASCII(hp))
 		}
 		host, ps = hp, strconv.Itoa(def)
 		if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
@@ -386,7 +436,7 @@ func splitAuthority(hp string, def int) (string, int, error) {
 	}
 	port, err := strconv.Atoi(ps)
 	if err != nil || port < 1 || port > 65535 {
-		return "", 0, fmt.Errorf("%w: %q has no valid port", ErrRefused, hp)
+		return "", 0, refusedFor(ReasonMalformed, "%s has no valid port", strconv.QuoteToASCII(hp))
 	}
 	return host, port, nil
 }
@@ -496,6 +546,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, a *attempt, addrs
 		a.fail(fmt.Errorf("egress: hijack: %w", err))
 		return
 	}
+	client = unwrapClient(client)
 	a.status = http.StatusOK
 	cu := &counted{Conn: up, p: p, a: a}
 	if !p.track(client, up) {

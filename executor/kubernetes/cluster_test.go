@@ -3,6 +3,8 @@ package kubernetes
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -606,14 +608,15 @@ func TestClusterModelRelay(t *testing.T) {
 // traffic (busybox wget reads http_proxy) to the helper's egress relay,
 // which hands it over the port forward to the gateway's egress proxy
 // (executor/egress with the assistant's allowlist): an allowed name
-// reaches a server on the gateway's loopback, another is refused with
-// 403, and without the proxy the pod reaches nothing.
+// reaches a server on the gateway's loopback with the credential added
+// over TLS the proxy verifies, plain HTTP to it and another name are
+// refused with 403, and without the proxy the pod reaches nothing.
 func TestClusterEgressRelay(t *testing.T) {
 	e := clusterExecutor(t, Options{})
 	const token = "egress-credential-4d1c"
 	var auth []string
 	var mu sync.Mutex
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		auth = append(auth, r.Header.Get("Authorization"))
 		mu.Unlock()
@@ -623,8 +626,11 @@ func TestClusterEgressRelay(t *testing.T) {
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	pol, err := egress.NewPolicy(egress.Rule{Host: "pkgs.test", Port: port, Private: true, Credential: &egress.Credential{Env: "PKG_TOKEN", Prefix: "Bearer "}})
 	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
 	proxy, err := egress.New(egress.Options{Policy: pol, Resolver: testenv.Hosts{"pkgs.test": "127.0.0.1", "other.test": "127.0.0.1"},
-		Secret: func(name string) (string, bool) { return token, name == "PKG_TOKEN" }})
+		Secret:      func(name string) (string, bool) { return token, name == "PKG_TOKEN" },
+		UpstreamTLS: &tls.Config{RootCAs: roots, ServerName: "example.com"}}) // httptest's certificate names example.com
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, proxy.Close()) }()
 
@@ -637,7 +643,7 @@ func TestClusterEgressRelay(t *testing.T) {
 	require.NoError(t, err)
 	go func() { _ = proxy.Serve(ln) }()
 
-	out, res := run(t, sb, "wget", "-qO-", fmt.Sprintf("http://pkgs.test:%d/p.tgz", port))
+	out, res := run(t, sb, "wget", "-qO-", fmt.Sprintf("https://pkgs.test:%d/p.tgz", port))
 	require.Equal(t, 0, res.ExitCode, "an allowed name through the relay")
 	assert.Equal(t, "package /p.tgz from the gateway's side", out)
 	mu.Lock()
@@ -647,11 +653,13 @@ func TestClusterEgressRelay(t *testing.T) {
 	assert.NotContains(t, env, token, "the credential is in the pod")
 	assert.Contains(t, env, "HTTPS_PROXY=http://127.0.0.1:")
 	var errb bytes.Buffer
-	res, err = sb.Exec(t.Context(), &executor.Cmd{Args: []string{"wget", "-qO-", fmt.Sprintf("http://other.test:%d/", port)}, Stderr: &errb})
-	require.NoError(t, err)
-	assert.NotEqual(t, 0, res.ExitCode, "a name outside the allowlist")
-	assert.Contains(t, errb.String(), "403")
-	errb.Reset()
+	for what, u := range map[string]string{"a name outside the allowlist": "http://other.test:%d/", "plain HTTP to the credential's host": "http://pkgs.test:%d/p.tgz"} {
+		res, err = sb.Exec(t.Context(), &executor.Cmd{Args: []string{"wget", "-qO-", fmt.Sprintf(u, port)}, Stderr: &errb})
+		require.NoError(t, err)
+		assert.NotEqual(t, 0, res.ExitCode, what)
+		assert.Contains(t, errb.String(), "403", what)
+		errb.Reset()
+	}
 	res, err = sb.Exec(t.Context(), &executor.Cmd{Args: []string{"sh", "-c", fmt.Sprintf("http_proxy= wget -T 5 -qO- http://127.0.0.1:%d/", port)}, Stderr: &errb})
 	require.NoError(t, err)
 	assert.NotEqual(t, 0, res.ExitCode, "without the proxy the pod reached the gateway's loopback: %s", errb.String())

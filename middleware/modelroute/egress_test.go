@@ -2,6 +2,8 @@ package modelroute_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +21,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/config"
@@ -75,14 +79,36 @@ func agentClient(hostDir string) *http.Client {
 	}}
 }
 
+// rawAgent sends raw on a connection to {hostDir}/egress.sock, as a
+// client of the helper's relay would, and returns the status line of the
+// answer and its last line.
+func rawAgent(hostDir, raw string) string {
+	c, err := net.Dial("unix", helper.SocketPath(hostDir, helper.EgressSocket))
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		return "error: " + err.Error()
+	}
+	b, _ := io.ReadAll(c)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[0]) + " | " + lines[len(lines)-1]
+}
+
 // TestEgressRouteLivesForTheRequest: an assistant's sandbox.egress becomes
 // Spec.Egress and a proxy on egress.sock for the run, which reaches an
-// allowed name with the credential added, refuses another with 403, logs
-// both with user and chat, and is gone when the request ends.
+// allowed name with the credential added over TLS it verifies
+// (EgressOptions.UpstreamTLS), refuses plain HTTP to that name, another
+// name and a malformed CONNECT, logs each attempt with the assistant,
+// sandbox, request id, user and chat, counts each refusal in
+// agentbox.egress.refusals by assistant and reason, and is gone when the
+// request ends.
 func TestEgressRouteLivesForTheRequest(t *testing.T) {
 	var mu sync.Mutex
 	var auth []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		auth = append(auth, r.Header.Get("Authorization"))
 		mu.Unlock()
@@ -90,12 +116,14 @@ func TestEgressRouteLivesForTheRequest(t *testing.T) {
 	}))
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
 
 	pol, err := agentbox.EgressPolicy([]config.EgressRule{{Host: "pkgs.test", Port: port, Private: true, Secret: &config.EgressSecret{Env: "PKG_TOKEN", Prefix: "Bearer "}}})
 	require.NoError(t, err)
 	hostDir := t.TempDir()
 	ex := &egressExecutor{FakeExecutor: executortest.NewExecutor(t), dir: hostDir}
-	var allowed, refused string
+	var allowed, plain, refused, malformed string
 	ex.OnCreate = func(sb *executortest.FakeSandbox) {
 		sb.ExecFunc = func(ctx context.Context, cmd *executor.Cmd) (executor.ExecResult, error) {
 			get := func(u string) string {
@@ -107,8 +135,11 @@ func TestEgressRouteLivesForTheRequest(t *testing.T) {
 				b, _ := io.ReadAll(resp.Body)
 				return fmt.Sprintf("%d %s", resp.StatusCode, b)
 			}
-			allowed = get(fmt.Sprintf("http://pkgs.test:%d/p.tgz", port))
+			// https:// sent to the proxy, as busybox wget does.
+			allowed = rawAgent(hostDir, fmt.Sprintf("GET https://pkgs.test:%d/p.tgz HTTP/1.1\r\nHost: pkgs.test\r\nConnection: close\r\n\r\n", port))
+			plain = get(fmt.Sprintf("http://pkgs.test:%d/p.tgz", port))
 			refused = get(fmt.Sprintf("http://other.test:%d/", port))
+			malformed = rawAgent(hostDir, "CONNECT pkgs.test@evil.test:443 HTTP/1.1\r\nHost: pkgs.test@evil.test:443\r\n\r\n")
 			return scripted.Text(executor.Usage{}, "done").Exec(ctx, cmd)
 		}
 	}
@@ -121,49 +152,83 @@ func TestEgressRouteLivesForTheRequest(t *testing.T) {
 	cat, err := middleware.NewCatalog(coder)
 	require.NoError(t, err)
 	logs := &testenv.SyncBuffer{}
+	reader := sdkmetric.NewManualReader()
 	o, err := middleware.New(context.Background(), middleware.Options{
 		Catalog:     cat,
 		NewExecutor: func(context.Context, hclog.Logger) (executor.Executor, error) { return ex, nil },
 		Runners:     []executor.Runner{&scripted.Runner{}},
 		Logger:      hclog.New(&hclog.LoggerOptions{Output: logs, JSONFormat: true}),
 		Egress: modelroute.NewEgress(modelroute.EgressOptions{
-			Resolver: testenv.Hosts{"pkgs.test": "127.0.0.1"},
-			Secret:   func(n string) (string, bool) { return "tok-123", n == "PKG_TOKEN" },
+			Resolver:      testenv.Hosts{"pkgs.test": "127.0.0.1"},
+			Secret:        func(n string) (string, bool) { return "tok-123", n == "PKG_TOKEN" },
+			UpstreamTLS:   &tls.Config{RootCAs: roots, ServerName: "example.com"}, // httptest's certificate names example.com
+			MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
 		}),
 	})
 	require.NoError(t, err)
 	defer func() { _ = o.Close() }()
-	resp, err := o.Wrap(middleware.UnknownAssistant).Handle(context.Background(), &middleware.Request{
+	ctx := middleware.WithRequestID(context.Background(), "req-42")
+	resp, err := o.Wrap(middleware.UnknownAssistant).Handle(ctx, &middleware.Request{
 		AssistantID: "coder", UserID: "alice", ChatID: "c1", Messages: []executor.Message{{Role: "user", Content: "install"}},
 	}, func(executor.Event) error { return nil })
 	require.NoError(t, err)
 	assert.Equal(t, "done", resp.Content)
-	assert.Equal(t, "200 pkg", allowed)
+	assert.Equal(t, "HTTP/1.1 200 OK | pkg", allowed)
+	assert.True(t, strings.HasPrefix(plain, "403 "), plain)
+	assert.Contains(t, plain, "use https://")
 	assert.True(t, strings.HasPrefix(refused, "403 "), refused)
 	assert.Contains(t, refused, "sandbox.egress")
-	assert.Equal(t, []string{"Bearer tok-123"}, auth)
+	assert.True(t, strings.HasPrefix(malformed, "HTTP/1.1 400 "), malformed)
+	assert.Equal(t, []string{"Bearer tok-123"}, auth, "the credential went once, over TLS")
 	require.Len(t, ex.specs, 1)
 	assert.True(t, ex.specs[0].Egress)
+	// The request ended and its teardown (after the response) ran: the
+	// proxy, its socket and its lines are done.
+	require.NoError(t, o.Settle(context.Background()))
 
 	var lines []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		m := map[string]any{}
 		require.NoError(t, json.Unmarshal([]byte(l), &m))
-		if m["method"] != nil {
+		if m["outcome"] != nil {
 			lines = append(lines, m)
 		}
 	}
-	require.Len(t, lines, 2, logs.String())
+	require.Len(t, lines, 4, logs.String())
+	reasons := map[any]int{}
 	for _, l := range lines {
+		assert.Equal(t, "coder", l["assistant"])
+		assert.NotEmpty(t, l["sandbox"])
+		assert.Equal(t, "req-42", l["request"])
 		assert.Equal(t, "alice", l["user"])
 		assert.Equal(t, "c1", l["chat"])
-		assert.Contains(t, l, "bytes_down")
+		reasons[l["reason"]]++
 	}
+	assert.Equal(t, map[any]int{nil: 1, "plain_http_credential": 1, "not_allowed": 1, "malformed": 1}, reasons, "one line per attempt")
 	assert.NotContains(t, logs.String(), "tok-123")
-	// The request ended and its teardown (after the response) ran: the
-	// proxy and its socket are gone.
-	require.NoError(t, o.Settle(context.Background()))
+	assert.Equal(t, map[string]int64{"coder/plain_http_credential": 1, "coder/not_allowed": 1, "coder/malformed": 1}, egressRefusals(t, reader))
 	assert.NoFileExists(t, filepath.Join(hostDir, helper.EgressSocket))
+}
+
+// egressRefusals reads agentbox.egress.refusals by assistant/reason.
+func egressRefusals(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "agentbox.egress.refusals" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				a, _ := dp.Attributes.Value("agentbox.assistant")
+				r, _ := dp.Attributes.Value("agentbox.reason")
+				out[a.AsString()+"/"+r.AsString()] += dp.Value
+			}
+		}
+	}
+	return out
 }
 
 func TestEgressNeedsTheRelay(t *testing.T) {
