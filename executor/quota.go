@@ -14,13 +14,23 @@ import (
 // the host, the helper inside a pod for executor/kubernetes.
 func CheckQuota(dir string, disk, inodes int64) error {
 	b, n, err := MeasureDir(dir, disk, inodes)
+	if qerr := OverQuota(b, n, disk, inodes); qerr != nil {
+		return qerr
+	}
+	return err
+}
+
+// OverQuota is CheckQuota's verdict on a measurement: an error wrapping
+// ErrNoSpace naming the sandbox option to raise when bytes or n (files and
+// directories) are past disk or inodes, else nil.
+func OverQuota(bytes, n, disk, inodes int64) error {
 	switch {
 	case n > inodes:
 		return fmt.Errorf("the workspace passed its quota of %d files and directories (it has at least %d); delete files or raise sandbox.max_inodes: %w", inodes, n, ErrNoSpace)
-	case b > disk:
-		return fmt.Errorf("the workspace passed its disk quota of %s (it uses at least %s); free space or raise sandbox.max_disk: %w", FormatBytes(disk), FormatBytes(b), ErrNoSpace)
+	case bytes > disk:
+		return fmt.Errorf("the workspace passed its disk quota of %s (it uses at least %s); free space or raise sandbox.max_disk: %w", FormatBytes(disk), FormatBytes(bytes), ErrNoSpace)
 	}
-	return err
+	return nil
 }
 
 // MeasureDir sums the allocated bytes and counts the entries under dir

@@ -405,7 +405,7 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 		}
 	}()
 	sbOver.Store(sb)
-	cfg, hc := p.containerConfig(e.o, sbID, wsDir, hostDir)
+	cfg, hc := e.containerConfig(p, sbID, wsDir, hostDir)
 	if err := e.run(ctx, sb, cfg, hc); err != nil {
 		return nil, err
 	}
@@ -461,6 +461,9 @@ func (e *Executor) discard(ctx context.Context, sb *Sandbox) error {
 	if sb.helper != nil {
 		_ = sb.helper.Close()
 	}
+	if p := sb.init.Swap(nil); p != nil {
+		p.close()
+	}
 	var rmErr error
 	if sb.id != "" {
 		rmErr = removeErrors(e.api.ContainerRemove(ctx, sb.id, container.RemoveOptions{Force: true}))
@@ -477,6 +480,7 @@ func (e *Executor) waitReady(ctx context.Context, sb *Sandbox) error {
 	if ins, err := e.api.ContainerInspect(callCtx, sb.id); err == nil && ins.State != nil {
 		if f := hostCgroupFile(ins.State.Pid, sb.id); f != "" {
 			sb.oom, sb.oomHost = hostOOMCounter{file: f}, true
+			sb.init.Store(openInit(ins.State.Pid, sb.id))
 			if !e.noHostKill {
 				sb.docker.host = newHostKiller(f, e.o.StopGrace)
 			}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox/executor"
@@ -54,6 +55,10 @@ type loopQuota struct {
 }
 
 func (l *loopQuota) mode() QuotaMode { return QuotaLoop }
+
+// limit adds nothing: the image's size bounds each file and the total, and
+// its "No space left on device" says more than RLIMIT_FSIZE's SIGXFSZ.
+func (l *loopQuota) limit(plan, *container.HostConfig) {}
 
 // probe checks the prerequisites and mounts a small image once.
 func (l *loopQuota) probe() error {
