@@ -89,6 +89,8 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	}
 	e.logger.Info("local executor ready (bubblewrap, no container)", "bwrap", tools.bwrap, "data", o.DataDir,
 		"sandbox_uid", sandboxUID(DefaultUID), "limits", cg.describe(), "cgroup_note", why)
+	e.logger.Info("workspace quota: per file only",
+		"bound", "no file past max_disk (RLIMIT_FSIZE); the workspace's total and its number of files are not bounded (the docker executor bounds them)")
 	return e, nil
 }
 
