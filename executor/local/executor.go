@@ -146,6 +146,13 @@ func (e *Executor) newPlan(spec executor.Spec) (plan, error) {
 	case spec.PidsLimit < 8:
 		return p, fmt.Errorf("spec: PidsLimit %d leaves no room for init, the helper and a command; use at least 8: %w", spec.PidsLimit, executor.ErrInvalid)
 	}
+	switch {
+	case spec.DiskBytes == 0:
+		// The workspace quota, here a per-file cap (RLIMIT_FSIZE).
+		spec.DiskBytes = executor.DefaultDiskBytes
+	case spec.DiskBytes < minDiskBytes:
+		return p, fmt.Errorf("spec: DiskBytes %d is below the minimum of %s (negative is not unlimited): %w", spec.DiskBytes, executor.FormatBytes(minDiskBytes), executor.ErrInvalid)
+	}
 	if spec.Timeout == 0 {
 		spec.Timeout = DefaultSandboxTimeout
 	}
