@@ -368,11 +368,21 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 	if err != nil {
 		return nil, err
 	}
+	// Set once the container runs (its id written): the quota's control
+	// does nothing before.
 	var sbOver atomic.Pointer[Sandbox]
-	quota, err := e.quota.attach(ctx, p, wsDir, func(err error) {
-		if s := sbOver.Load(); s != nil {
-			s.stop(ctx, err.Error())
-		}
+	quota, err := e.quota.attach(ctx, p, wsDir, sandboxControl{
+		over: func(err error) {
+			if s := sbOver.Load(); s != nil {
+				s.stop(ctx, err.Error())
+			}
+		},
+		freeze: func() (func(), bool) {
+			if s := sbOver.Load(); s != nil {
+				return s.freeze()
+			}
+			return nil, false
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -404,11 +414,11 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 			}
 		}
 	}()
-	sbOver.Store(sb)
 	cfg, hc := e.containerConfig(p, sbID, wsDir, hostDir)
 	if err := e.run(ctx, sb, cfg, hc); err != nil {
 		return nil, err
 	}
+	sbOver.Store(sb)
 	return sb, nil
 }
 

@@ -75,14 +75,24 @@ type quotaEnforcer interface {
 	// configuration (kernelLimits).
 	limit(p plan, hc *container.HostConfig)
 	// attach enforces p's quota on the workspace at wsDir (the caller holds
-	// the chat's lease and flock). over is called at most once, from
-	// another goroutine, when a watchdog finds the workspace over quota.
-	attach(ctx context.Context, p plan, wsDir string, over func(error)) (quotaHandle, error)
+	// the chat's lease and flock); ctl acts on the sandbox.
+	attach(ctx context.Context, p plan, wsDir string, ctl sandboxControl) (quotaHandle, error)
 	// drop removes what the chat's quota left on the host (retention).
 	drop(user, chat string) error
 	// beforePrepare readies the chat for executor.WorkspaceLayout.Prepare,
 	// which may move a legacy workspace (the caller holds the chat).
 	beforePrepare(user, chat string) error
+}
+
+// sandboxControl is what a quota watchdog may do to the sandbox it
+// watches, from its own goroutine. Both do nothing before the container
+// runs.
+type sandboxControl struct {
+	// over stops the sandbox, its workspace over quota (called once).
+	over func(error)
+	// freeze pauses every process of the sandbox while the workspace is
+	// measured; thaw resumes them. ok is false when it could not.
+	freeze func() (thaw func(), ok bool)
 }
 
 // quotaHandle is one attached quota.
@@ -99,7 +109,7 @@ func newQuota(o Options, root *os.Root, layout *executor.WorkspaceLayout, logger
 	switch o.Quota {
 	case QuotaWatchdog, QuotaAuto:
 		logger.Info("workspace quota: watchdog",
-			"bound", fmt.Sprintf("no file past max_disk (RLIMIT_FSIZE, fallocate past a file's size refused); the workspace measured every %v to %v and a sandbox over max_disk or max_inodes stopped, so it may pass them by what it writes between two measurements", minQuotaPause, o.QuotaInterval),
+			"bound", fmt.Sprintf("no file past max_disk (RLIMIT_FSIZE, fallocate past a file's size refused); the workspace's filesystem read every %v, the workspace walked as it nears a quota (at least every %v) and a sandbox over max_disk or max_inodes stopped, frozen during long walks: it may pass them by what it writes in %v and a short walk", minQuotaPause, o.QuotaInterval, minQuotaPause),
 			"kernel_enforced_total", `Options.Quota "loop" (root, e2fsprogs, loop devices; files visible on the host only while mounted)`)
 		return &watchdogQuota{interval: o.QuotaInterval, logger: logger}, nil
 	case QuotaLoop:

@@ -2,6 +2,8 @@ package docker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -158,6 +160,7 @@ func TestNextPause(t *testing.T) {
 		"first, small":   {cur: quotaSample{at: t0, walk: time.Millisecond}, max: 2 * time.Second, want: idleQuotaPause},
 		"first, large":   {cur: quotaSample{at: t0, walk: 50 * time.Millisecond}, max: 2 * time.Second, want: time.Second},
 		"capped":         {cur: quotaSample{at: t0, walk: time.Second}, max: 2 * time.Second, want: 2 * time.Second},
+		"slow walk":      {cur: quotaSample{at: t0, walk: 3 * time.Second}, max: 2 * time.Second, want: 2 * time.Second},
 		"interval short": {cur: quotaSample{at: t0}, max: time.Millisecond, want: minQuotaPause},
 		"idle":           {prev: quotaSample{at: t0, bytes: 500}, cur: quotaSample{at: at(time.Second), bytes: 500}, max: 2 * time.Second, want: idleQuotaPause},
 		// 100 bytes a second, 300 left: three seconds, a third of it.
@@ -194,6 +197,26 @@ func TestGrewTowardQuota(t *testing.T) {
 	}
 }
 
+func TestOverByEstimate(t *testing.T) {
+	const disk, inodes = 1000, 100
+	last := quotaSample{bytes: 400, inodes: 40, fs: fsUsage{bytes: 1 << 20, inodes: 5000}}
+	for name, tc := range map[string]struct {
+		now  fsUsage
+		want bool
+	}{
+		"no change":        {now: last.fs, want: false},
+		"bytes to quota":   {now: fsUsage{bytes: 1<<20 + 600, inodes: 5000}, want: false},
+		"bytes past quota": {now: fsUsage{bytes: 1<<20 + 601, inodes: 5000}, want: true},
+		"files to quota":   {now: fsUsage{bytes: 1 << 20, inodes: 5060}, want: false},
+		"files past quota": {now: fsUsage{bytes: 1 << 20, inodes: 5061}, want: true},
+		"freed elsewhere":  {now: fsUsage{bytes: 1 << 19, inodes: 4000}, want: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, overByEstimate(last, tc.now, disk, inodes))
+		})
+	}
+}
+
 // TestQuotaSeccompProfile: fallocate is allowed only by the rule that
 // checks its mode; every other syscall keeps Docker's default.
 func TestQuotaSeccompProfile(t *testing.T) {
@@ -213,4 +236,42 @@ func TestQuotaSeccompProfile(t *testing.T) {
 	}
 	assert.Equal(t, 1, rules)
 	assert.Contains(t, sandboxSeccomp(), `"fallocate"`)
+}
+
+// BenchmarkQuotaOvershoot measures the default mode's overshoot at the
+// default quota (2 GiB, 200,000 files), the scale of issue 32, where a
+// walk of the workspace takes most of a second:
+//
+//	go test -run '^$' -bench QuotaOvershoot -benchtime 1x ./executor/docker/
+func BenchmarkQuotaOvershoot(b *testing.B) {
+	e := newTestExecutor(b)
+	for _, a := range []struct{ name, script string }{
+		{"dd_files", "i=0; while [ $i -lt 40 ] && dd if=/dev/zero of=/workspace/f$i bs=1M count=256 2>/dev/null; do i=$((i+1)); done"},
+		{"file_loop", "mkdir /workspace/flood && cd /workspace/flood && i=0; while [ $i -lt 400000 ] && true > f$i; do i=$((i+1)); done"},
+	} {
+		b.Run(a.name, func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				n++
+				chat := fmt.Sprintf("overshoot-%s-%d", strings.ReplaceAll(a.name, "_", "-"), n)
+				spec := testSpec(chat)
+				spec.Timeout = 20 * time.Minute
+				sb, err := e.Create(context.Background(), spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _, _, err = run(b, sb, a.script, func(c *executor.Cmd) { c.Timeout = 15 * time.Minute })
+				if !errors.Is(err, executor.ErrNoSpace) {
+					b.Fatalf("the watchdog did not stop the run: %v", err)
+				}
+				bytes, files, err := executor.MeasureDir(e.layout.Dir("u1", chat), math.MaxInt64, math.MaxInt64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(bytes-executor.DefaultDiskBytes)/(1<<20), "MiB-past")
+				b.ReportMetric(float64(files-executor.DefaultInodes), "files-past")
+				_ = sb.Close(context.Background())
+			}
+		})
+	}
 }

@@ -185,7 +185,7 @@ func (l *loopQuota) beforePrepare(user, chat string) error {
 	return nil
 }
 
-func (l *loopQuota) attach(ctx context.Context, p plan, wsDir string, _ func(error)) (quotaHandle, error) {
+func (l *loopQuota) attach(ctx context.Context, p plan, wsDir string, _ sandboxControl) (quotaHandle, error) {
 	user, chat := p.spec.UserID, p.spec.ChatID
 	log := l.logger.With("user", user, "chat", chat)
 	if err := l.root.MkdirAll(quotaDir, 0o700); err != nil {

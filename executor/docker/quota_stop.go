@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"context"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -57,4 +58,24 @@ func (p *initProcess) close() {
 		_ = unix.Close(p.fd)
 		p.fd = -1
 	}
+}
+
+// freeze pauses the container (the cgroup freezer, through the daemon)
+// while the quota watchdog measures its workspace; thaw resumes it. A
+// writer frozen between the measurement that suspects the workspace over
+// quota and the stop writes nothing in between.
+func (s *Sandbox) freeze() (thaw func(), ok bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.e.o.CallTimeout)
+	defer cancel()
+	if err := s.e.api.ContainerPause(ctx, s.id); err != nil {
+		s.logger.Debug("cannot pause the sandbox to measure its workspace", "error", err)
+		return nil, false
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.e.o.CallTimeout)
+		defer cancel()
+		if err := s.e.api.ContainerUnpause(ctx, s.id); err != nil && !s.stopped.Load() {
+			s.logger.Warn("cannot resume the sandbox after measuring its workspace", "error", err)
+		}
+	}, true
 }

@@ -27,7 +27,7 @@ func (noQuota) mode() QuotaMode                    { return "off" }
 func (noQuota) limit(plan, *container.HostConfig)  {}
 func (noQuota) drop(string, string) error          { return nil }
 func (noQuota) beforePrepare(string, string) error { return nil }
-func (noQuota) attach(context.Context, plan, string, func(error)) (quotaHandle, error) {
+func (noQuota) attach(context.Context, plan, string, sandboxControl) (quotaHandle, error) {
 	return noHandle{}, nil
 }
 

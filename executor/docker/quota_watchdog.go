@@ -13,31 +13,37 @@ import (
 )
 
 // The watchdog's pace. It measures a running sandbox's workspace (a walk
-// that lstats every entry, stopping past either quota) and stops the
-// sandbox once it is over quota, so what a writer puts past the quota is
-// what it writes between the measurement that finds the workspace under
-// and the one that finds it over, plus one walk and the stop (a pidfd
-// SIGKILL to the container's init, quotaStop). A walk costs about a
-// microsecond per entry on an idle host and ten times that on a busy
-// one, so the watchdog cannot walk often; it walks:
+// that stats every entry, stopping past either quota: about 0.7 s for
+// 200,000 files on this project's 2-core machines) and stops the sandbox
+// once it is over quota (a pidfd SIGKILL to the container's init,
+// quota_stop.go). Between walks one statfs(2) every minQuotaPause (a
+// microsecond) reads what the workspace's filesystem has in use, and:
 //
-//   - when the filesystem under the workspace grew, since the last walk,
-//     by a third of what the workspace has left of either quota: one
-//     statfs(2) every minQuotaPause (about a microsecond) sees a writer
-//     between walks, for it is not charged per directory;
-//   - else after a pause of idleQuotaPause, or walkPauseFactor times the
-//     last walk when longer (a twentieth of a core at most), shortened to
-//     a third of the time the last growth rate needs to reach the quota;
-//   - never less than minQuotaPause or twice the last walk apart, never
-//     more than Options.QuotaInterval.
+//   - when the last walk plus the filesystem's growth since puts the
+//     workspace over a quota, it walks at once; when the last walk took
+//     freezeAfterWalk or more, the sandbox is frozen (ContainerPause) for
+//     that walk, then stopped or resumed: the writer writes nothing while
+//     a long walk measures, so what passes the quota is what it writes in
+//     one statfs tick and the pause call (about 100 ms: longer than a
+//     short walk, which is why short walks do not freeze);
+//   - when the filesystem grew by a third of what the workspace had left,
+//     it walks without freezing;
+//   - else it walks after a pause of idleQuotaPause, or walkPauseFactor
+//     times the last walk when longer (a twentieth of a core), shortened
+//     to a third of the time the last growth rate needs to reach the
+//     quota, and at most Options.QuotaInterval.
 //
-// The filesystem's counters are shared with other writers: another chat
-// deleting while this one writes hides the growth, and then the pause
-// alone bounds the overshoot.
+// Walks are at least minQuotaPause and twice the last walk apart (at most
+// a third of a core; below QuotaInterval). The filesystem's counters are
+// shared with other writers: their growth can freeze a sandbox for a walk
+// it did not need (no more often than that), and another chat deleting
+// while this one writes hides the growth, leaving the pause to bound the
+// overshoot.
 const (
 	minQuotaPause   = 10 * time.Millisecond
 	idleQuotaPause  = 100 * time.Millisecond
 	walkPauseFactor = 20
+	freezeAfterWalk = 50 * time.Millisecond
 )
 
 // quotaSample is one measurement of a workspace.
@@ -85,7 +91,17 @@ func nextPause(prev, cur quotaSample, disk, inodes int64, maxPause time.Duration
 			}
 		}
 	}
-	return max(min(pause, maxPause), minQuotaPause, 2*cur.walk)
+	return min(max(pause, walkGap(cur)), max(maxPause, minQuotaPause))
+}
+
+// walkGap is the least time between the start of the walk that took cur
+// and the next one.
+func walkGap(cur quotaSample) time.Duration { return max(minQuotaPause, 2*cur.walk) }
+
+// overByEstimate reports whether last's measurement plus the filesystem's
+// growth since puts the workspace over either quota.
+func overByEstimate(last quotaSample, now fsUsage, disk, inodes int64) bool {
+	return last.bytes+now.bytes-last.fs.bytes > disk || last.inodes+now.inodes-last.fs.inodes > inodes
 }
 
 // watchdogQuota measures the workspace of each running sandbox and stops
@@ -112,7 +128,7 @@ func measure(wsDir string, p plan) (quotaSample, error) {
 	return quotaSample{at: start, bytes: b, inodes: n, walk: time.Since(start), fs: fs}, err
 }
 
-func (w *watchdogQuota) attach(_ context.Context, p plan, wsDir string, over func(error)) (quotaHandle, error) {
+func (w *watchdogQuota) attach(_ context.Context, p plan, wsDir string, ctl sandboxControl) (quotaHandle, error) {
 	first, err := measure(wsDir, p)
 	if qerr := executor.OverQuota(first.bytes, first.inodes, p.disk, p.inodes); qerr != nil {
 		return nil, qerr
@@ -124,28 +140,35 @@ func (w *watchdogQuota) attach(_ context.Context, p plan, wsDir string, over fun
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		w.watch(h, p, wsDir, first, over)
+		w.watch(h, p, wsDir, first, ctl)
 	}()
 	return h, nil
 }
 
 // watch measures wsDir at the pace above until h stops or the workspace
-// is over quota, which it reports to over.
-func (w *watchdogQuota) watch(h *watchdogHandle, p plan, wsDir string, first quotaSample, over func(error)) {
+// is over quota, which it reports to ctl.over.
+func (w *watchdogQuota) watch(h *watchdogHandle, p plan, wsDir string, first quotaSample, ctl sandboxControl) {
 	tick := time.NewTicker(minQuotaPause)
 	defer tick.Stop()
 	prev, cur := quotaSample{}, first
 	due := cur.at.Add(nextPause(prev, cur, p.disk, p.inodes, w.interval))
 	for {
+		var now time.Time
 		select {
 		case <-h.stop:
 			return
-		case now := <-tick.C:
-			if now.Before(due) {
-				fs, ok := statUsage(wsDir)
-				if !ok || !grewTowardQuota(cur, fs, p.disk, p.inodes) || now.Before(cur.at.Add(max(minQuotaPause, 2*cur.walk))) {
-					continue
-				}
+		case now = <-tick.C:
+		}
+		fs, ok := statUsage(wsDir)
+		gapOver := !now.Before(cur.at.Add(min(walkGap(cur), max(w.interval, minQuotaPause))))
+		suspect := ok && gapOver && overByEstimate(cur, fs, p.disk, p.inodes)
+		if !suspect && now.Before(due) && (!ok || !gapOver || !grewTowardQuota(cur, fs, p.disk, p.inodes)) {
+			continue
+		}
+		thaw := func() {}
+		if suspect && cur.walk >= freezeAfterWalk {
+			if t, frozen := ctl.freeze(); frozen {
+				thaw = t
 			}
 		}
 		s, err := measure(wsDir, p)
@@ -154,14 +177,17 @@ func (w *watchdogQuota) watch(h *watchdogHandle, p plan, wsDir string, first quo
 			h.quotaErr = qerr
 			h.mu.Unlock()
 			w.logger.Warn("workspace over quota; stopping the sandbox", "dir", wsDir, "error", qerr)
-			over(qerr)
+			ctl.over(qerr)
+			thaw() // the SIGKILL is delivered as the processes thaw
 			return
 		}
+		thaw()
 		if err != nil {
 			w.logger.Warn("cannot measure the workspace", "dir", wsDir, "error", err)
 		} else {
 			prev, cur = cur, s
 		}
+		w.logger.Trace("workspace measured", "bytes", s.bytes, "inodes", s.inodes, "walk", s.walk, "suspect", suspect)
 		due = time.Now().Add(nextPause(prev, cur, p.disk, p.inodes, w.interval))
 	}
 }
