@@ -101,13 +101,26 @@ func TestQuotaBounds(t *testing.T) {
 		{"dd_files", attack{script: "i=0; while [ $i -lt 64 ] && dd if=/dev/zero of=/workspace/f$i bs=1M count=16 2>/dev/null; do i=$((i+1)); done; [ $i -ge 64 ]"}},
 		{"file_loop", attack{script: "mkdir /workspace/flood && cd /workspace/flood && i=0; while [ $i -lt 100000 ] && true > f$i; do i=$((i+1)); done; [ $i -ge 100000 ]"}},
 	}
-	for _, mode := range []QuotaMode{QuotaAuto, QuotaLoop} {
-		name := map[QuotaMode]string{QuotaAuto: "default", QuotaLoop: "loop"}[mode]
+	for _, m := range []struct {
+		name   string
+		mode   QuotaMode
+		helper bool // commands through the helper, as in production, not docker exec
+	}{
+		{"default", QuotaAuto, false},
+		{"default_helper", QuotaAuto, true},
+		{"loop", QuotaLoop, false},
+	} {
+		name, mode := m.name, m.mode
 		t.Run(name, func(t *testing.T) {
 			if mode == QuotaLoop {
 				testenv.RequireRoot(t, "loop-mounted workspace images")
 			}
-			e := newTestExecutor(t, func(o *Options) { o.Quota = mode })
+			e := newTestExecutor(t, func(o *Options) {
+				o.Quota = mode
+				if m.helper {
+					o.HelperBinary = testenv.HelperBinary(t)
+				}
+			})
 			for _, a := range attacks {
 				t.Run(a.name, func(t *testing.T) {
 					chat := strings.ReplaceAll(name+"-"+a.name, "_", "-")
