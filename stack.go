@@ -58,6 +58,15 @@ type Options struct {
 	// (docker.Options.Pool: the gateway must be root on the daemon's
 	// host); 0 turns it off.
 	Pool int
+	// Quota picks how each chat's workspace quota (sandbox.max_disk and
+	// max_inodes) is enforced: "" for the executor's default, "watchdog"
+	// or "loop". The Docker executor has both (docker.Options.Quota; its
+	// default is the watchdog, with no file past max_disk); the kubernetes
+	// executor has "watchdog" only (the pod's helper measures); the local
+	// executor neither (each file is capped at max_disk, the total is not
+	// bounded), so it takes "" alone. New fails for a mode the executor
+	// cannot honour.
+	Quota string
 	// Logger receives every log line; HCLogger instead for gateways on
 	// hclog. Both nil: nothing is logged.
 	Logger   *slog.Logger
@@ -202,6 +211,9 @@ func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Exe
 	if kind != config.ExecutorDocker && o.Pool != 0 {
 		return nil, fmt.Errorf("agentbox: Options.Pool is a Docker executor option; drop it for the %s executor", kind)
 	}
+	if err := checkQuota(kind, o); err != nil {
+		return nil, err
+	}
 	if kind == config.ExecutorKubernetes {
 		if o.HelperBinary != "" {
 			return nil, errors.New("agentbox: Options.HelperBinary does not apply to the kubernetes executor: pods run their image's helper (agentbox/sandbox-* images carry it)")
@@ -221,7 +233,25 @@ func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Exe
 		return e, nil
 	}
 	return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
-		HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == "", Pool: o.Pool})
+		HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == "", Pool: o.Pool, Quota: docker.QuotaMode(o.Quota)})
+}
+
+// checkQuota refuses a quota mode the executor kind cannot honour (the
+// Docker executor checks its own modes in docker.New).
+func checkQuota(kind string, o Options) error {
+	switch {
+	case o.Quota == "" || kind == config.ExecutorDocker:
+		return nil
+	case kind == config.ExecutorKubernetes && o.Quota == string(docker.QuotaWatchdog):
+		if o.Kubernetes.QuotaInterval < 0 {
+			return errors.New(`agentbox: Options.Quota is "watchdog" but Options.Kubernetes.QuotaInterval is negative, which turns the pods' watchdog off; drop one of them`)
+		}
+		return nil
+	case kind == config.ExecutorKubernetes:
+		return fmt.Errorf(`agentbox: Options.Quota %q: the kubernetes executor enforces workspace quotas with the pod's helper only; use "watchdog" or leave it empty`, o.Quota)
+	default:
+		return fmt.Errorf(`agentbox: Options.Quota %q: the %s executor caps each file at max_disk and has no quota mode; leave it empty, or use the docker executor for "watchdog" or "loop"`, o.Quota, kind)
+	}
 }
 
 // intercepts reports whether an assistant's egress policy has a

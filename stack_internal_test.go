@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/kubernetes"
 )
 
 // TestExecutorChoiceErrors: a wrong Options.Executor and local mode
@@ -29,5 +30,28 @@ func TestExecutorChoiceErrors(t *testing.T) {
 	for _, kind := range []string{config.ExecutorLocal, config.ExecutorKubernetes} {
 		_, err = newExecutor(ctx, Options{Executor: kind, DataDir: t.TempDir(), Pool: 1}, hclog.NewNullLogger())
 		assert.ErrorContains(t, err, "Options.Pool is a Docker executor option", kind)
+	}
+}
+
+// TestQuotaModeChoice: Options.Quota reaches the executor, and a mode the
+// chosen executor cannot honour fails before anything starts, naming the
+// option.
+func TestQuotaModeChoice(t *testing.T) {
+	for name, tc := range map[string]struct {
+		o    Options
+		want string
+	}{
+		"docker, not a mode": {o: Options{Quota: "prjquota"}, want: `Options.Quota "prjquota" is not a quota mode`},
+		"local watchdog":     {o: Options{Executor: config.ExecutorLocal, HelperBinary: "/x", Quota: "watchdog"}, want: `Options.Quota "watchdog": the local executor caps each file at max_disk`},
+		"local loop":         {o: Options{Executor: config.ExecutorLocal, HelperBinary: "/x", Quota: "loop"}, want: `Options.Quota "loop": the local executor`},
+		"kubernetes loop":    {o: Options{Executor: config.ExecutorKubernetes, Quota: "loop"}, want: `Options.Quota "loop": the kubernetes executor enforces workspace quotas with the pod's helper only`},
+		"kubernetes watchdog, watchdog off": {o: Options{Executor: config.ExecutorKubernetes, Quota: "watchdog", Kubernetes: kubernetes.Options{QuotaInterval: -1}},
+			want: "Options.Kubernetes.QuotaInterval is negative"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.o.DataDir = t.TempDir()
+			_, err := newExecutor(context.Background(), tc.o, hclog.NewNullLogger())
+			assert.ErrorContains(t, err, tc.want)
+		})
 	}
 }

@@ -262,7 +262,7 @@ var sandboxOptions = []option{
 			}
 			s.sb.MemoryBytes = b
 		}},
-	{Key: "max_disk", Type: "size", Default: formatSize(DefaultDiskBytes), Doc: "disk quota of the chat's workspace (a watchdog stops a run over it; with the executor's loop quota mode, a filesystem image per workspace where writes fail with \"no space left on device\"); a number with k, m or g, at least " + formatSize(minDiskBytes) + ". A workspace shared by assistants keeps the largest quota asked for",
+	{Key: "max_disk", Type: "size", Default: formatSize(DefaultDiskBytes), Doc: "disk quota of the chat's workspace: no file in the sandbox grows past it, and the gateway's quota mode (-quota, agentbox.Options.Quota) bounds the total: by default a watchdog stops a run over it; in loop mode (Docker) the workspace is a filesystem image where writes fail with \"no space left on device\"; the local executor caps each file only. A number with k, m or g, at least " + formatSize(minDiskBytes) + ". A workspace shared by assistants keeps the largest quota asked for",
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			v, ok := s.str(n, path, `"2g"`)
 			if !ok {

@@ -14,13 +14,23 @@ import (
 // the host, the helper inside a pod for executor/kubernetes.
 func CheckQuota(dir string, disk, inodes int64) error {
 	b, n, err := MeasureDir(dir, disk, inodes)
+	if qerr := OverQuota(b, n, disk, inodes); qerr != nil {
+		return qerr
+	}
+	return err
+}
+
+// OverQuota is CheckQuota's verdict on a measurement: an error wrapping
+// ErrNoSpace naming the sandbox option to raise when bytes or n (files and
+// directories) are past disk or inodes, else nil.
+func OverQuota(bytes, n, disk, inodes int64) error {
 	switch {
 	case n > inodes:
 		return fmt.Errorf("the workspace passed its quota of %d files and directories (it has at least %d); delete files or raise sandbox.max_inodes: %w", inodes, n, ErrNoSpace)
-	case b > disk:
-		return fmt.Errorf("the workspace passed its disk quota of %s (it uses at least %s); free space or raise sandbox.max_disk: %w", FormatBytes(disk), FormatBytes(b), ErrNoSpace)
+	case bytes > disk:
+		return fmt.Errorf("the workspace passed its disk quota of %s (it uses at least %s); free space or raise sandbox.max_disk: %w", FormatBytes(disk), FormatBytes(bytes), ErrNoSpace)
 	}
-	return err
+	return nil
 }
 
 // MeasureDir sums the allocated bytes and counts the entries under dir
@@ -40,35 +50,51 @@ func MeasureDir(dir string, maxBytes, maxInodes int64) (bytes, inodes int64, err
 		if err != nil {
 			continue // removed meanwhile, or replaced by a symlink
 		}
+		fd := int(f.Fd())
 		for {
-			ents, rerr := f.ReadDir(256)
-			for _, ent := range ents {
-				name := filepath.Join(d, ent.Name())
-				fi, err := root.Lstat(name)
+			// Names only: entryUsage stats each entry anyway, and ReadDir
+			// on a file of an os.Root stats every entry too.
+			names, rerr := f.Readdirnames(256)
+			for _, n := range names {
+				size, isDir, err := entryUsage(root, fd, d, n)
 				if err != nil {
-					continue
+					continue // removed meanwhile
 				}
 				inodes++
-				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-					bytes += st.Blocks * 512
-				} else {
-					bytes += fi.Size()
-				}
+				bytes += size
 				if inodes > maxInodes || bytes > maxBytes {
 					_ = f.Close()
 					return bytes, inodes, nil
 				}
-				if fi.IsDir() {
-					stack = append(stack, name)
+				if isDir {
+					stack = append(stack, filepath.Join(d, n))
 				}
 			}
-			if rerr != nil || len(ents) == 0 {
+			if rerr != nil || len(names) == 0 {
 				break
 			}
 		}
 		_ = f.Close()
 	}
 	return bytes, inodes, nil
+}
+
+// entryUsage is the allocated bytes of the entry name in the directory
+// dir (open as dirfd) and whether it is a directory, without following a
+// symlink.
+func entryUsage(root *os.Root, dirfd int, dir, name string) (int64, bool, error) {
+	var st syscall.Stat_t
+	if ok, err := lstatAt(dirfd, name, &st); ok {
+		return st.Blocks * 512, err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR, err
+	}
+	fi, err := root.Lstat(filepath.Join(dir, name))
+	if err != nil {
+		return 0, false, err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512, fi.IsDir(), nil
+	}
+	return fi.Size(), fi.IsDir(), nil
 }
 
 // FormatBytes renders n in the largest binary unit that divides it, to

@@ -52,6 +52,9 @@ type Options struct {
 	// Pool (docker executor) keeps this many started containers per
 	// sandbox configuration for new chats' first requests; 0 is off.
 	Pool int
+	// Quota is the workspace quota mode (agentbox.Options.Quota): "" for
+	// the executor's default, "watchdog" or "loop".
+	Quota string
 	// Offline decides when connectors use the built-in scripted model
 	// server: "auto" for those whose key variable is unset, "always", or
 	// "never" (an unset key is then a config error).
@@ -121,7 +124,7 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 		return g, err
 	}
 	g.stack, err = agentbox.New(ctx, agentbox.Options{
-		Config: g.Config, DataDir: o.DataDir, Executor: o.Executor, Kubernetes: o.Kubernetes, HelperBinary: o.HelperBinary, Pool: o.Pool, HCLogger: g.log.Named("agentbox"),
+		Config: g.Config, DataDir: o.DataDir, Executor: o.Executor, Kubernetes: o.Kubernetes, HelperBinary: o.HelperBinary, Pool: o.Pool, Quota: o.Quota, HCLogger: g.log.Named("agentbox"),
 		Tools: tools, Admission: o.Admission, MeterProvider: g.tel.meters, TracerProvider: g.tel.tracers,
 	})
 	if err != nil {

@@ -84,6 +84,8 @@ func TestDemo(t *testing.T) {
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	require.Equal(t, 0, code)
 	assert.Contains(t, stderr.String(), "OFFLINE DEMO", "the log says loudly that the model is scripted")
+	assert.Contains(t, stderr.String(), "workspace quota: watchdog", "the log says which quota mode is in force")
+	assert.Contains(t, stderr.String(), "no file past max_disk", "and its bound")
 	files, err := filepath.Glob(filepath.Join(data, executor.WorkspacesDir, "*", scriptedapi.DemoFile))
 	require.NoError(t, err)
 	require.Len(t, files, 1, "the agent's file is in the chat's workspace")

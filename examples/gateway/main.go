@@ -12,7 +12,7 @@
 //
 // Usage:
 //
-//	go run ./examples/gateway [-addr 127.0.0.1:8080] [-dir examples] [-data DIR]
+//	go run ./examples/gateway [-addr 127.0.0.1:8080] [-dir examples] [-data DIR] [-quota loop]
 //	go run ./examples/gateway -demo   # start, send one sandboxed request, print, exit
 //
 // Then, for example:
@@ -58,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Kubernetes.ImagePullPolicy, "image-pull-policy", "", "kubernetes executor: Always, IfNotPresent (default) or Never (images imported into the nodes)")
 	fs.StringVar(&o.Kubernetes.InstanceID, "instance", "", "kubernetes executor: this replica's name on its pods and leases, e.g. its pod name (default: a random one); another replica takes its chats over once it stops renewing their leases")
 	fs.IntVar(&o.Pool, "pool", 0, "docker executor: started containers kept ready per sandbox configuration, so that new chats' first requests skip the container start (needs root on the Docker host; 0: off)")
+	fs.StringVar(&o.Quota, "quota", "", "workspace quota mode (max_disk, max_inodes): empty for the executor's default (docker: watchdog), watchdog (docker: no file past max_disk, the workspace measured and a run over it stopped; kubernetes: the pod's helper measures) or loop (docker: an ext4 image per workspace, the kernel refuses writes past the quota; needs root, e2fsprogs and loop devices)")
 	fs.StringVar(&o.Offline, "offline", "auto", "scripted model server for connectors: auto (when their key is unset), always, never")
 	fs.IntVar(&o.Admission.MaxRuns, "max-sandboxes", 0, "sandboxed requests in flight at once (0: four per core)")
 	fs.IntVar(&o.Admission.MaxRunsPerUser, "max-sandboxes-per-user", 0, "one user's sandboxed requests in flight (0: half of -max-sandboxes)")
@@ -72,6 +73,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		_, _ = fmt.Fprintf(stderr, "gateway: unexpected argument %q; flags only (see -h)\n", fs.Arg(0))
+		return 2
+	}
+	switch o.Quota {
+	case "", "watchdog", "loop":
+	default:
+		_, _ = fmt.Fprintf(stderr, "gateway: -quota %q is not a quota mode; use watchdog or loop, or leave it empty for the executor's default\n", o.Quota)
 		return 2
 	}
 	if o.Kubernetes.InstanceID != "" && o.Executor != "kubernetes" {

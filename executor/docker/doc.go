@@ -67,16 +67,23 @@
 // runsc (gVisor) the sandbox's mountinfo shows every root as "/".
 //
 // Each workspace has a disk and inode quota (Spec.DiskBytes, Spec.Inodes).
-// By default a watchdog measures the workspace every Options.QuotaInterval
-// and stops a sandbox over quota (executor.ErrNoSpace). With Options.Quota
-// QuotaLoop (root, e2fsprogs, loop devices, dockerd in the gateway's mount
-// namespace) the workspace is its own sparse ext4 image under {data}/quota,
-// loop-mounted at the workspace path by the chat's first Create and kept
-// mounted until retention or Close, so the kernel answers ENOSPC inside the
-// container; its files are then visible at the workspace path only while
-// mounted. New logs which one it uses. Create refuses a
-// sandbox when the data directory's free space is under
-// Options.MinFreeBytes.
+// By default (QuotaWatchdog) no file of the sandbox grows past the disk
+// quota (RLIMIT_FSIZE, and a seccomp filter refusing fallocate past a
+// file's size), and a watchdog stops a sandbox over quota
+// (executor.ErrNoSpace): it reads the filesystem's usage every 10 ms and
+// walks the workspace when that nears a quota (at least every
+// Options.QuotaInterval), freezing the sandbox during a long walk, so
+// many files pass the quota by what the agent writes in about 10 ms and
+// a short walk (TestQuotaBounds and BenchmarkQuotaOvershoot log the
+// figures; quota_watchdog.go says the pace).
+// With Options.Quota QuotaLoop (root, e2fsprogs, loop devices, dockerd in
+// the gateway's mount namespace) the workspace is its own sparse ext4
+// image under {data}/quota, loop-mounted at the workspace path by the
+// chat's first Create and kept mounted until retention or Close, so the
+// kernel answers ENOSPC inside the container; its files are then visible
+// at the workspace path only while mounted. New logs the mode in force
+// and its bound. Create refuses a sandbox when the data directory's free
+// space is under Options.MinFreeBytes.
 //
 // Concurrency: an Executor is safe for concurrent use. One chat runs one
 // request at a time: Create leases the chat in this process and takes an

@@ -10,9 +10,6 @@ import (
 	"log"
 	"net"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -52,22 +49,7 @@ func main() {
 `
 
 // buildFetch compiles fetchSource for the container.
-func buildFetch(t *testing.T) []byte {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err, "go test runs with the go tool on PATH")
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(fetchSource), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module fetch\n\ngo 1.25\n"), 0o600))
-	cmd := exec.Command(goTool, "build", "-trimpath", "-o", "fetch", ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=-mod=mod")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	b, err := os.ReadFile(filepath.Join(dir, "fetch"))
-	require.NoError(t, err)
-	return b
-}
+func buildFetch(t *testing.T) []byte { return buildStatic(t, "fetch", fetchSource) }
 
 // TestEgressCredentialInsideCONNECT: an HTTPS client in a network-none
 // container (CONNECT through the helper's relay, roots from

@@ -126,7 +126,7 @@ func (e *Executor) captureEnvironment(ctx context.Context, p plan, imageID strin
 	defer done()
 	p.spec.UserID, p.spec.ChatID = "", ""
 	p.deadline = time.Now().Add(snapshotTimeout)
-	cfg, hc := p.containerConfig(e.o, sbID, "", "")
+	cfg, hc := e.containerConfig(p, sbID, "", "")
 	hc.Mounts = nil
 	cfg.WorkingDir = "/"
 	created, err := e.api.ContainerCreate(ctx, cfg, hc, nil, nil, "agentbox-"+sbID)

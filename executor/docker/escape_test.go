@@ -198,7 +198,9 @@ func TestSpecialAndHugeFiles(t *testing.T) {
 	const maxEntries = 1000
 	e := newTestExecutor(t, func(o *Options) { o.Workspace.MaxEntries = maxEntries })
 	ctx := context.Background()
-	sb := create(t, e, testSpec("special"))
+	spec := testSpec("special")
+	spec.DiskBytes = 16 << 30 // RLIMIT_FSIZE: no file past the disk quota
+	sb := create(t, e, spec)
 	// Shell builtins only: a thousand files without a thousand forks.
 	mustRun(t, sb, fmt.Sprintf(`set -e; mkfifo fifo; truncate -s 8G huge; mkdir many; cd many
 i=0; while [ $i -le %d ]; do : > $i; i=$((i+1)); done`, maxEntries))

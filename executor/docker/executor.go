@@ -368,11 +368,21 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 	if err != nil {
 		return nil, err
 	}
+	// Set once the container runs (its id written): the quota's control
+	// does nothing before.
 	var sbOver atomic.Pointer[Sandbox]
-	quota, err := e.quota.attach(ctx, p, wsDir, func(err error) {
-		if s := sbOver.Load(); s != nil {
-			s.stop(ctx, err.Error())
-		}
+	quota, err := e.quota.attach(ctx, p, wsDir, sandboxControl{
+		over: func(err error) {
+			if s := sbOver.Load(); s != nil {
+				s.stop(ctx, err.Error())
+			}
+		},
+		freeze: func() (func(), bool) {
+			if s := sbOver.Load(); s != nil {
+				return s.freeze()
+			}
+			return nil, false
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -404,11 +414,11 @@ func (e *Executor) start(ctx context.Context, p plan, sbID string, logger hclog.
 			}
 		}
 	}()
-	sbOver.Store(sb)
-	cfg, hc := p.containerConfig(e.o, sbID, wsDir, hostDir)
+	cfg, hc := e.containerConfig(p, sbID, wsDir, hostDir)
 	if err := e.run(ctx, sb, cfg, hc); err != nil {
 		return nil, err
 	}
+	sbOver.Store(sb)
 	return sb, nil
 }
 
@@ -461,6 +471,9 @@ func (e *Executor) discard(ctx context.Context, sb *Sandbox) error {
 	if sb.helper != nil {
 		_ = sb.helper.Close()
 	}
+	if p := sb.init.Swap(nil); p != nil {
+		p.close()
+	}
 	var rmErr error
 	if sb.id != "" {
 		rmErr = removeErrors(e.api.ContainerRemove(ctx, sb.id, container.RemoveOptions{Force: true}))
@@ -477,6 +490,7 @@ func (e *Executor) waitReady(ctx context.Context, sb *Sandbox) error {
 	if ins, err := e.api.ContainerInspect(callCtx, sb.id); err == nil && ins.State != nil {
 		if f := hostCgroupFile(ins.State.Pid, sb.id); f != "" {
 			sb.oom, sb.oomHost = hostOOMCounter{file: f}, true
+			sb.init.Store(openInit(ins.State.Pid, sb.id))
 			if !e.noHostKill {
 				sb.docker.host = newHostKiller(f, e.o.StopGrace)
 			}

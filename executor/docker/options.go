@@ -111,11 +111,14 @@ type Options struct {
 	// the sandbox user).
 	Workspace executor.WorkspaceOptions
 	// Quota picks how each workspace's disk and inode quota (Spec.DiskBytes,
-	// Spec.Inodes) is enforced: QuotaAuto (detect at New and log the
-	// choice), QuotaLoop (New fails when it cannot work) or QuotaWatchdog.
+	// Spec.Inodes) is enforced: QuotaAuto (the default: QuotaWatchdog),
+	// QuotaWatchdog or QuotaLoop (New fails when it cannot work here). New
+	// logs the mode in force and its bound.
 	Quota QuotaMode
-	// QuotaInterval is how often the watchdog measures a running sandbox's
-	// workspace; 0 means DefaultQuotaInterval.
+	// QuotaInterval is the longest pause between two measurements of a
+	// running sandbox's workspace by the watchdog (it measures more often
+	// while the workspace is small or grows; see quota_watchdog.go); 0
+	// means DefaultQuotaInterval.
 	QuotaInterval time.Duration
 	// MinFreeBytes is the floor of free space on DataDir's filesystem under
 	// which Create refuses a sandbox (executor.ErrNoSpace); 0 means
@@ -169,6 +172,11 @@ func (o Options) withDefaults() (Options, error) {
 	setDuration(&o.StopGrace, DefaultStopGrace)
 	setDuration(&o.CallTimeout, DefaultCallTimeout)
 	setDuration(&o.ExecTimeout, DefaultExecTimeout)
+	switch o.Quota {
+	case QuotaAuto, QuotaWatchdog, QuotaLoop:
+	default:
+		return o, fmt.Errorf("docker executor: Options.Quota %q is not a quota mode; use \"\" (the default, %s), %q or %q: %w", o.Quota, QuotaWatchdog, QuotaWatchdog, QuotaLoop, executor.ErrInvalid)
+	}
 	setDuration(&o.QuotaInterval, DefaultQuotaInterval)
 	if o.QuotaInterval < 0 {
 		return o, fmt.Errorf("docker executor: Options.QuotaInterval %v is negative: %w", o.QuotaInterval, executor.ErrInvalid)

@@ -358,7 +358,7 @@ func (pl *pool) start(p plan, key string) (_ *poolEntry, err error) {
 		return nil, err
 	}
 	sb := &Sandbox{e: e, sandboxID: id, hostDir: hostDir, plan: p, logger: e.logger.With("sandbox", id, "pool", key)}
-	cfg, hc := p.containerConfig(e.o, id, slot, hostDir)
+	cfg, hc := e.containerConfig(p, id, slot, hostDir)
 	cfg.Labels[LabelPool], cfg.Labels[LabelPolicy] = key, PolicyPool
 	delete(cfg.Labels, LabelIdleTTL)
 	hc.Mounts[0].BindOptions.Propagation = mount.PropagationRSlave

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox/executor"
@@ -19,12 +19,23 @@ import (
 type QuotaMode string
 
 // Quota modes (Options.Quota).
+//
+// Why the watchdog is the default. A kernel bound on a workspace whose
+// files stay plain files of the host is a project quota (ext4 or xfs
+// mounted prjquota, a project id per workspace); this host's kernel (the
+// CI's too) is built without CONFIG_QFMT_V2 and CONFIG_XFS_QUOTA (mounting
+// an ext4 image made with -O quota,project with prjquota fails: "The
+// kernel was not built with CONFIG_QUOTA and CONFIG_QFMT_V2"), so no test
+// here could run it, and it is not built. btrfs qgroups bound bytes, not
+// files, and need btrfs-progs, which is not installed. A loop image per workspace (QuotaLoop) is exact but holds the
+// files inside the image: once no gateway has it mounted (after Close,
+// after a reboot) the workspace path on the host is an empty directory to
+// anyone reading workspaces there (backups, the gateway's own tools, the
+// demo). So the default is the watchdog, with the kernel bounding each
+// file (kernelLimits) and the watchdog the total, its overshoot measured
+// by TestQuotaBounds.
 const (
-	// QuotaAuto is the default: QuotaWatchdog. Loop images are opt-in
-	// because the workspace's files then live inside its image: once no
-	// gateway has it mounted (after Close, after a host reboot), the
-	// workspace path on the host is an empty directory to anyone reading
-	// workspaces there (backups, the gateway's own tools, the demo).
+	// QuotaAuto is the default: QuotaWatchdog.
 	QuotaAuto QuotaMode = ""
 	// QuotaLoop gives each workspace its own ext4 filesystem image (sparse,
 	// outside the workspace, under {data}/quota), loop-mounted at the
@@ -33,10 +44,12 @@ const (
 	// and mount/losetup, loop devices, and the Docker daemon in the
 	// gateway's mount namespace.
 	QuotaLoop QuotaMode = "loop"
-	// QuotaWatchdog measures the workspace every Options.QuotaInterval while
-	// a sandbox runs and stops the sandbox when it is over quota; commands
-	// then fail with executor.ErrNoSpace. A fast writer can overshoot by what
-	// it writes in one interval.
+	// QuotaWatchdog caps every file of the sandbox at the disk quota
+	// (RLIMIT_FSIZE, and fallocate past a file's size refused), measures
+	// the workspace while a sandbox runs (quota_watchdog.go says how often)
+	// and stops the sandbox when it is over quota; commands then fail with
+	// executor.ErrNoSpace. What many files put past the quota is what a
+	// writer puts there between two measurements.
 	QuotaWatchdog QuotaMode = "watchdog"
 )
 
@@ -58,15 +71,28 @@ const quotaDir = "quota"
 // quotaEnforcer applies a workspace's quota for the life of one sandbox.
 type quotaEnforcer interface {
 	mode() QuotaMode
+	// limit adds the kernel's part of the quota to a container's
+	// configuration (kernelLimits).
+	limit(p plan, hc *container.HostConfig)
 	// attach enforces p's quota on the workspace at wsDir (the caller holds
-	// the chat's lease and flock). over is called at most once, from
-	// another goroutine, when a watchdog finds the workspace over quota.
-	attach(ctx context.Context, p plan, wsDir string, over func(error)) (quotaHandle, error)
+	// the chat's lease and flock); ctl acts on the sandbox.
+	attach(ctx context.Context, p plan, wsDir string, ctl sandboxControl) (quotaHandle, error)
 	// drop removes what the chat's quota left on the host (retention).
 	drop(user, chat string) error
 	// beforePrepare readies the chat for executor.WorkspaceLayout.Prepare,
 	// which may move a legacy workspace (the caller holds the chat).
 	beforePrepare(user, chat string) error
+}
+
+// sandboxControl is what a quota watchdog may do to the sandbox it
+// watches, from its own goroutine. Both do nothing before the container
+// runs.
+type sandboxControl struct {
+	// over stops the sandbox, its workspace over quota (called once).
+	over func(error)
+	// freeze pauses every process of the sandbox while the workspace is
+	// measured; thaw resumes them. ok is false when it could not.
+	freeze func() (thaw func(), ok bool)
 }
 
 // quotaHandle is one attached quota.
@@ -77,22 +103,26 @@ type quotaHandle interface {
 	release() error
 }
 
-// newQuota picks the enforcer for o.Quota and logs the choice once.
+// newQuota picks the enforcer for o.Quota and logs, once, the mode in
+// force and its bound.
 func newQuota(o Options, root *os.Root, layout *executor.WorkspaceLayout, logger hclog.Logger) (quotaEnforcer, error) {
-	w := &watchdogQuota{interval: o.QuotaInterval, logger: logger}
 	switch o.Quota {
 	case QuotaWatchdog, QuotaAuto:
-		logger.Info("workspace quota: watchdog (set Options.Quota to \"loop\" for a kernel-enforced image per workspace)", "interval", o.QuotaInterval)
-		return w, nil
+		logger.Info("workspace quota: watchdog",
+			"bound", fmt.Sprintf("no file past max_disk (RLIMIT_FSIZE, fallocate past a file's size refused); the workspace's filesystem read every %v, the workspace walked as it nears a quota (at least every %v) and a sandbox over max_disk or max_inodes stopped, frozen during long walks: it may pass them by what it writes in %v and a short walk", minQuotaPause, o.QuotaInterval, minQuotaPause),
+			"kernel_enforced_total", `Options.Quota "loop" (root, e2fsprogs, loop devices; files visible on the host only while mounted)`)
+		return &watchdogQuota{interval: o.QuotaInterval, logger: logger}, nil
 	case QuotaLoop:
 	default:
-		return nil, fmt.Errorf("docker executor: Options.Quota %q is not a quota mode; use \"\" (auto), %q or %q: %w", o.Quota, QuotaLoop, QuotaWatchdog, executor.ErrInvalid)
+		return nil, fmt.Errorf("docker executor: Options.Quota %q is not a quota mode: %w", o.Quota, executor.ErrInvalid) // withDefaults refused it already
 	}
 	l := &loopQuota{dataDir: o.DataDir, root: root, layout: layout, logger: logger}
 	if err := l.probe(); err != nil {
 		return nil, fmt.Errorf("docker executor: Options.Quota is %q but loop-mounted workspace images do not work here; %w; or leave Options.Quota empty for the watchdog: %w", QuotaLoop, err, executor.ErrInvalid)
 	}
-	logger.Info("workspace quota: loop-mounted ext4 image per workspace", "images", filepath.Join(o.DataDir, quotaDir))
+	logger.Info("workspace quota: loop-mounted ext4 image per workspace",
+		"bound", "the kernel's: writes past max_disk and files past max_inodes fail with \"No space left on device\"",
+		"images", filepath.Join(o.DataDir, quotaDir))
 	return l, nil
 }
 
@@ -111,73 +141,6 @@ func checkFreeSpace(dataDir string, floor int64) error {
 		return fmt.Errorf("the data directory %s has %s free, under the floor of %s; free disk space there or lower Options.MinFreeBytes: %w",
 			dataDir, executor.FormatBytes(free), executor.FormatBytes(floor), executor.ErrNoSpace)
 	}
-	return nil
-}
-
-// watchdogQuota measures the workspace periodically.
-type watchdogQuota struct {
-	interval time.Duration
-	logger   hclog.Logger
-}
-
-func (w *watchdogQuota) mode() QuotaMode { return QuotaWatchdog }
-
-func (w *watchdogQuota) drop(string, string) error { return nil }
-
-func (w *watchdogQuota) beforePrepare(string, string) error { return nil }
-
-func (w *watchdogQuota) attach(_ context.Context, p plan, wsDir string, over func(error)) (quotaHandle, error) {
-	if err := executor.CheckQuota(wsDir, p.disk, p.inodes); err != nil {
-		return nil, err
-	}
-	h := &watchdogHandle{stop: make(chan struct{})}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		t := time.NewTicker(w.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-h.stop:
-				return
-			case <-t.C:
-			}
-			err := executor.CheckQuota(wsDir, p.disk, p.inodes)
-			if err == nil {
-				continue
-			}
-			if !errors.Is(err, executor.ErrNoSpace) {
-				w.logger.Warn("cannot measure the workspace", "dir", wsDir, "error", err)
-				continue
-			}
-			h.mu.Lock()
-			h.quotaErr = err
-			h.mu.Unlock()
-			w.logger.Warn("workspace over quota; stopping the sandbox", "dir", wsDir, "error", err)
-			over(err)
-			return
-		}
-	}()
-	return h, nil
-}
-
-type watchdogHandle struct {
-	stop     chan struct{}
-	once     sync.Once
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	quotaErr error
-}
-
-func (h *watchdogHandle) err() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.quotaErr
-}
-
-func (h *watchdogHandle) release() error {
-	h.once.Do(func() { close(h.stop) })
-	h.wg.Wait()
 	return nil
 }
 

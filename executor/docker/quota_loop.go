@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox/executor"
@@ -54,6 +55,10 @@ type loopQuota struct {
 }
 
 func (l *loopQuota) mode() QuotaMode { return QuotaLoop }
+
+// limit adds nothing: the image's size bounds each file and the total, and
+// its "No space left on device" says more than RLIMIT_FSIZE's SIGXFSZ.
+func (l *loopQuota) limit(plan, *container.HostConfig) {}
 
 // probe checks the prerequisites and mounts a small image once.
 func (l *loopQuota) probe() error {
@@ -180,7 +185,7 @@ func (l *loopQuota) beforePrepare(user, chat string) error {
 	return nil
 }
 
-func (l *loopQuota) attach(ctx context.Context, p plan, wsDir string, _ func(error)) (quotaHandle, error) {
+func (l *loopQuota) attach(ctx context.Context, p plan, wsDir string, _ sandboxControl) (quotaHandle, error) {
 	user, chat := p.spec.UserID, p.spec.ChatID
 	log := l.logger.With("user", user, "chat", chat)
 	if err := l.root.MkdirAll(quotaDir, 0o700); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -23,9 +24,10 @@ import (
 type noQuota struct{}
 
 func (noQuota) mode() QuotaMode                    { return "off" }
+func (noQuota) limit(plan, *container.HostConfig)  {}
 func (noQuota) drop(string, string) error          { return nil }
 func (noQuota) beforePrepare(string, string) error { return nil }
-func (noQuota) attach(context.Context, plan, string, func(error)) (quotaHandle, error) {
+func (noQuota) attach(context.Context, plan, string, sandboxControl) (quotaHandle, error) {
 	return noHandle{}, nil
 }
 
@@ -155,7 +157,9 @@ func TestQuotaWatchdogStopsRun(t *testing.T) {
 			spec.DiskBytes = quota
 			sb := create(t, e, spec)
 			// The writer keeps going until stopped; the control stops itself.
-			_, _, _, err := run(t, sb, writeScript(64)+"; sleep 5")
+			// One file stops at the quota (RLIMIT_FSIZE): a second one
+			// passes it.
+			_, _, _, err := run(t, sb, writeScript(64)+"; dd if=/dev/zero of=/workspace/more bs=1M count=8; sleep 5")
 			if !withQuota {
 				require.NoError(t, err)
 				return

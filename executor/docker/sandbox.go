@@ -34,8 +34,9 @@ type Sandbox struct {
 	helper  *helper.Client // nil on the docker-exec path
 	docker  *dockerExec
 	oom     oomCounter
-	oomHost bool         // oom reads are cheap file reads
-	lastOOM atomic.Int64 // last counter seen (exec-read path)
+	oomHost bool                        // oom reads are cheap file reads
+	init    atomic.Pointer[initProcess] // the container's init, for a quick stop (nil: through the daemon)
+	lastOOM atomic.Int64                // last counter seen (exec-read path)
 
 	closed    atomic.Bool
 	stopped   atomic.Bool           // the container was stopped because an exec was stuck
@@ -174,6 +175,9 @@ func (s *Sandbox) readOOM(ctx context.Context) (int64, error) {
 // (the kill script cannot start, e.g. under a fork bomb at the pids limit).
 func (s *Sandbox) stop(ctx context.Context, reason string) {
 	s.stopped.Store(true)
+	if p := s.init.Load(); p != nil {
+		_ = p.kill() // ContainerKill below reports what matters
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.o.CallTimeout)
 	defer cancel()
 	err := s.e.api.ContainerKill(ctx, s.id, "KILL")
@@ -197,6 +201,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 			_ = s.helper.Close()
 		}
 		rmErr := s.e.api.ContainerRemove(ctx, s.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if p := s.init.Swap(nil); p != nil {
+			p.close()
+		}
 		errs := []error{removeErrors(rmErr)}
 		if err := s.ws.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close workspace: %w", err))

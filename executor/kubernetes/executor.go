@@ -95,6 +95,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		e.stopBG()
 		return nil, fmt.Errorf("kubernetes executor: instance %s: %w", o.InstanceID, err)
 	}
+	e.logQuota()
 	return e, nil
 }
 

@@ -16,6 +16,17 @@ import (
 // every Options.QuotaInterval; over Spec.DiskBytes or Spec.Inodes the pod
 // is stopped and the sandbox's commands fail with executor.ErrNoSpace.
 
+// logQuota tells the operator, once, how workspace quotas are enforced.
+func (e *Executor) logQuota() {
+	if e.o.QuotaInterval < 0 {
+		e.logger.Info("workspace quota: off in the pods (Options.QuotaInterval is negative)",
+			"bound", "the storage class's own: the claim's size where its provisioner enforces it, none otherwise")
+		return
+	}
+	e.logger.Info("workspace quota: watchdog in the pod's helper",
+		"bound", fmt.Sprintf("the workspace measured every %v and a pod over max_disk or max_inodes stopped, so it may pass them by what it writes in one interval", e.o.QuotaInterval))
+}
+
 // startQuota measures the workspace once (a chat already over its quota
 // does not start) and starts the watchdog, unless Options.QuotaInterval
 // turns it off.

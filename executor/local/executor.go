@@ -89,6 +89,8 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	}
 	e.logger.Info("local executor ready (bubblewrap, no container)", "bwrap", tools.bwrap, "data", o.DataDir,
 		"sandbox_uid", sandboxUID(DefaultUID), "limits", cg.describe(), "cgroup_note", why)
+	e.logger.Info("workspace quota: per file only",
+		"bound", "no file past max_disk (RLIMIT_FSIZE); the workspace's total and its number of files are not bounded (the docker executor bounds them)")
 	return e, nil
 }
 
@@ -143,6 +145,13 @@ func (e *Executor) newPlan(spec executor.Spec) (plan, error) {
 		spec.PidsLimit = DefaultPidsLimit
 	case spec.PidsLimit < 8:
 		return p, fmt.Errorf("spec: PidsLimit %d leaves no room for init, the helper and a command; use at least 8: %w", spec.PidsLimit, executor.ErrInvalid)
+	}
+	switch {
+	case spec.DiskBytes == 0:
+		// The workspace quota, here a per-file cap (RLIMIT_FSIZE).
+		spec.DiskBytes = executor.DefaultDiskBytes
+	case spec.DiskBytes < minDiskBytes:
+		return p, fmt.Errorf("spec: DiskBytes %d is below the minimum of %s (negative is not unlimited): %w", spec.DiskBytes, executor.FormatBytes(minDiskBytes), executor.ErrInvalid)
 	}
 	if spec.Timeout == 0 {
 		spec.Timeout = DefaultSandboxTimeout

@@ -36,6 +36,10 @@ const (
 	DefaultHome = "/home/agent"
 )
 
+// minDiskBytes is the smallest Spec.DiskBytes, as for the docker executor
+// and sandbox.max_disk.
+const minDiskBytes = 16 << 20
+
 // Fixed paths inside the sandbox, the same as executor/docker's.
 const (
 	ContainerHostDir    = "/run/agentbox"

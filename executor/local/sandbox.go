@@ -267,9 +267,7 @@ func (e *Executor) rlimitArgs(p plan) []string {
 	args := []string{
 		fmt.Sprintf("--nofile=%d:%d", DefaultNofile, DefaultNofile),
 		"--core=0:0",
-	}
-	if p.spec.DiskBytes > 0 {
-		args = append(args, fmt.Sprintf("--fsize=%d:%d", p.spec.DiskBytes, p.spec.DiskBytes))
+		fmt.Sprintf("--fsize=%d:%d", p.spec.DiskBytes, p.spec.DiskBytes),
 	}
 	if !e.cgroups.has("pids") {
 		// Counted over every process of the uid on the host, so sandboxes
