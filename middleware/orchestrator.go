@@ -114,9 +114,11 @@ type Orchestrator struct {
 	// sandboxes are the client-owned sandboxes (sandboxes.go).
 	sandboxes *sandboxRegistry
 	// bg counts the runs' work after their responses (teardowns) and the
-	// environment snapshots; stopBg cancels the latter.
+	// environment snapshots; stopBg cancels the latter and the session
+	// sweep, which sweeps counts.
 	bg     *bgWork
 	stopBg context.CancelFunc
+	sweeps sync.WaitGroup
 
 	// cleanups undo what provisioning did, in reverse order.
 	cleanups []func() error
@@ -326,6 +328,7 @@ func (o *Orchestrator) Close() error {
 		if o.stopBg != nil {
 			o.stopBg()
 		}
+		o.sweeps.Wait()
 		var errs []error
 		if !waitTimeout(&o.wg, o.opts.DrainTimeout) {
 			o.mu.Lock()

@@ -22,14 +22,16 @@ import (
 // must not trust that).
 
 // startSessionSweep runs sweepSessions at once and every
-// SessionSweepInterval until ctx ends.
+// SessionSweepInterval until ctx ends; Close waits for it.
 func (o *Orchestrator) startSessionSweep(ctx context.Context) {
 	if o.opts.SessionDir == "" || o.opts.SessionRetention < 0 || o.opts.SessionSweepInterval < 0 {
 		return
 	}
-	o.bg.add()
+	// Not counted in o.bg: Settle waits for the work of answered
+	// requests, and the sweep never ends before Close.
+	o.sweeps.Add(1)
 	go func() {
-		defer o.bg.done()
+		defer o.sweeps.Done()
 		t := time.NewTicker(o.opts.SessionSweepInterval)
 		defer t.Stop()
 		for {
