@@ -174,7 +174,7 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	// its keeping, session policy), then the run slot, then the chat's
 	// lease, so that the chat's next request waits until the container is
 	// gone (or kept) and a crash in between leaves it to the takeover.
-	var tail func()
+	var tail func(outcome error)
 	defer func() {
 		r.t.Total = time.Since(start)
 		if resp != nil {
@@ -189,7 +189,7 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 		}
 		wrapUp := func() {
 			if tail != nil {
-				tail()
+				tail(outcome)
 			}
 			r.logDone(outcome)
 			r.record(resp, outcome)
@@ -205,34 +205,8 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 		}()
 	}()
 
-	// The queue's deadline counts from arrival: the lease wait is part of
-	// the wait, not on top of it. It is used only with admission on.
-	var deadline time.Time
-	if o.adm != nil {
-		deadline = start.Add(o.adm.cfg.MaxWait)
-	}
-	r.enter("lease")
-	release, err := r.lease(ctx, deadline)
+	tail, err = r.acquire(ctx)
 	if err != nil {
-		return nil, err
-	}
-	tail = release
-	r.takeWarm()
-	r.enter("queue")
-	free, err := r.admit(ctx, deadline)
-	if err != nil {
-		r.giveBackWarm()
-		return nil, err
-	}
-	tail = func() {
-		if r.sb != nil {
-			r.windUp(ctx, err)
-		}
-		free() // after the teardown: the slot covers the container
-		release()
-	}
-	r.enter("container_start")
-	if err := r.start(ctx); err != nil {
 		return nil, err
 	}
 	r.enter("workspace")
@@ -247,30 +221,6 @@ func (o *Orchestrator) serve(ctx context.Context, a *Assistant, req *Request, em
 	r.enter("agent")
 	comp, runErr := r.agent(ctx, runner, messages)
 	return r.finish(ctx, comp, runErr)
-}
-
-// windUp closes the run's routes, waits for the agent CLI's exit, saves
-// the chat's session, and keeps the sandbox for the chat's next turn when
-// the session policy allows, or removes it. It runs after the response:
-// the CLI's exit (30-80 ms after its result) and the transcript's copy
-// are not on the request's path, and the chat's next request waits for
-// the lease, which is released after windUp.
-func (r *run) windUp(ctx context.Context, err error) {
-	// The turn is answered: no model or tool call of the CLI is
-	// legitimate any more, and none may run unmetered by the response
-	// while it exits (the agent can reach its CLI's stdin through /proc
-	// and queue another prompt).
-	r.closeRoutes()
-	if r.exited != nil {
-		r.exited()
-	}
-	if r.answered {
-		r.saveSession(ctx, r.session, r.answer)
-	}
-	if r.keepable(err) && r.keep(ctx) {
-		return
-	}
-	r.teardown(ctx)
 }
 
 // checkRequest rejects what no sandboxed run can answer.
@@ -334,241 +284,6 @@ func (r *run) failure(ctx context.Context, err error, fallback *Error) *Error {
 		return Errorf(KindCanceled, err, "the request was canceled")
 	}
 	return fallback
-}
-
-// lease takes the chat's lease, waiting up to the sandbox's LeaseWait and
-// no later than the admission deadline.
-func (r *run) lease(ctx context.Context, deadline time.Time) (func(), error) {
-	t0 := time.Now()
-	wait := r.a.Sandbox.Spec.LeaseWait
-	if r.o.adm != nil {
-		wait = min(wait, time.Until(deadline))
-	}
-	release, err := r.o.leases.Acquire(ctx, r.place.key(), wait)
-	r.t.Lease = time.Since(t0)
-	switch {
-	case errors.Is(err, executor.ErrBusy) && r.client != nil:
-		return nil, Errorf(KindBusy, executor.ErrBusy, "the sandbox %q is busy with another request; wait for it to finish and send again", r.client.ID)
-	case errors.Is(err, executor.ErrBusy):
-		return nil, Errorf(KindBusy, executor.ErrBusy, "the chat %q is busy with another request; wait for it to finish and send again", r.req.ChatID)
-	case err != nil:
-		return nil, r.failure(ctx, err, AsError(err))
-	}
-	return release, nil
-}
-
-// admit waits for a run slot of the admission control until deadline,
-// telling a streaming client where it stands. The returned function frees
-// the slot.
-func (r *run) admit(ctx context.Context, deadline time.Time) (func(), error) {
-	q := r.o.adm
-	if q == nil {
-		return func() {}, nil
-	}
-	t0 := time.Now()
-	free, err := q.acquire(ctx, r.req.UserID, r.a.Sandbox.Spec.MemoryBytes, deadline, func(qi executor.QueueInfo) error {
-		return r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxQueued, Queue: &qi})
-	})
-	r.t.Queue = time.Since(t0)
-	if err != nil {
-		if KindOf(err) == KindOverloaded {
-			return nil, err
-		}
-		return nil, r.failure(ctx, err, AsError(err))
-	}
-	return free, nil
-}
-
-// create is executor.Executor.Create within a start slot of the admission
-// control.
-func (r *run) create(ctx context.Context, spec executor.Spec) (executor.Sandbox, error) {
-	if q := r.o.adm; q != nil {
-		done, err := q.startSlot(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
-	}
-	return r.o.exec.Create(ctx, spec)
-}
-
-// start creates the sandbox, or takes the chat's kept one, and opens the
-// model route.
-func (r *run) start(ctx context.Context) error {
-	t0 := time.Now()
-	if r.warm != nil && r.startWarm(ctx) {
-		r.t.ContainerStart = time.Since(t0)
-		r.log.Debug("continuing in the chat's kept container", "id", r.sb.ID(), "pre_started", r.warm.pre != nil, "took", r.t.ContainerStart)
-		return r.open(ctx)
-	}
-	spec := sessionSpec(r.a.Sandbox.Spec)
-	spec.UserID, spec.ChatID, spec.AssistantID = r.place.user, r.place.chat, r.a.ID
-	sb, err := r.create(ctx, spec)
-	r.t.ContainerStart = time.Since(t0)
-	if err != nil {
-		switch {
-		case errors.Is(err, executor.ErrBusy):
-			return Errorf(KindBusy, err, "the chat %q is busy with another request (possibly on another gateway instance); wait for it to finish and send again", r.req.ChatID)
-		case errors.Is(err, executor.ErrNoSpace):
-			return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox cannot start: its workspace is over its disk or inode quota, or the gateway's disk is nearly full; delete files in the workspace or raise sandbox.max_disk / max_inodes (operators: free disk space)"))
-		case errors.Is(err, executor.ErrUnavailable):
-			return r.failure(ctx, err, Errorf(KindUnavailable, err, "the gateway's container runtime does not answer, so no sandbox can start; send the request again later (operators: start dockerd)"))
-		case errors.Is(err, executor.ErrInvalid):
-			return r.failure(ctx, err, Errorf(KindConfig, err, "the assistant's sandbox settings were refused; the gateway's log has the details"))
-		}
-		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox could not start; the gateway's log has the details"))
-	}
-	r.sb = sb
-	r.lifeEnd = t0.Add(spec.Timeout)
-	if d, ok := sb.(deadliner); ok {
-		r.lifeEnd = d.Deadline()
-	}
-	r.o.tel.live.Add(1)
-	r.log.Debug("sandbox ready", "id", sb.ID(), "took", r.t.ContainerStart)
-	return r.open(ctx)
-}
-
-// open opens the run's model route and tools in its sandbox.
-func (r *run) open(ctx context.Context) error {
-	sb := r.sb
-	r.environment = r.environmentPrompt(ctx)
-	if r.o.models != nil && !r.a.Sandbox.DirectModel {
-		ictx := withIdentity(ctx, r.req.UserID, r.req.ChatID)
-		var route ModelRoute
-		var err error
-		if r.warm != nil {
-			route, err = r.openWarmRoute(ictx)
-		} else {
-			route, err = r.o.models.Open(ictx, sb, r.a)
-		}
-		if err != nil {
-			return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's model route could not open; the gateway's log has the details"))
-		}
-		r.route = route
-	}
-	egress, err := r.openEgress(ctx, sb)
-	if err != nil {
-		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's egress proxy could not open; the gateway's log has the details"))
-	}
-	r.egress = egress
-	if err := r.openTools(sb); err != nil {
-		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox's tools could not open; the gateway's log has the details"))
-	}
-	if err := r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxReady}); err != nil {
-		return r.failure(ctx, err, nil)
-	}
-	if r.client != nil {
-		if err := r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxConnected, Sandbox: &executor.SandboxInfo{ID: r.client.ID}}); err != nil {
-			return r.failure(ctx, err, nil)
-		}
-	}
-	return nil
-}
-
-// openTools starts the run's tool session when the gateway serves tools
-// (Options.Tools), or takes the one opened for the chat's pre-started CLI.
-func (r *run) openTools(sb executor.Sandbox) error {
-	if r.o.opts.Tools == nil {
-		return nil
-	}
-	if pre := r.warm.preCLI(); pre != nil && pre.tools != nil {
-		take := pre.toolsFor == r.req.UserID+"/"+r.req.ChatID
-		if pre.toolsFor == "" {
-			// A fresh CLI's session (a pre-warmed client sandbox): this
-			// request's chat is the one it serves from now on.
-			if err := pre.tools.Bind(r.req.UserID, r.req.ChatID); err != nil {
-				r.log.Warn("the pre-started CLI's tool session cannot serve the chat; the turn starts a new CLI", "error", err)
-			} else {
-				pre.toolsFor, take = r.req.UserID+"/"+r.req.ChatID, true
-			}
-		}
-		if take {
-			pre.toolsRelay.set(r.toolEvent)
-			r.tools, pre.tools = pre.tools, nil
-			return nil
-		}
-		// Another chat in the same client sandbox: the CLI and its tool
-		// session were made for the previous one.
-		r.log.Debug("the pre-started CLI was made for another chat; the turn starts a new one")
-		pre.discard(r.o.opts.TeardownTimeout)
-		r.warm.pre = nil
-	}
-	s, err := r.openToolSession(sb, r.req.ChatID, r.toolEvent)
-	if err != nil {
-		return err
-	}
-	r.tools = s
-	return nil
-}
-
-// openToolSession opens a tool session on sb for the request's user, the
-// chat ("" for one bound later) and the assistant's allowed tools;
-// onShellCall hears of the agent's shell tool calls. It returns nil when
-// the host serves none of the tools.
-func (r *run) openToolSession(sb executor.Sandbox, chat string, onShellCall func(ToolCall)) (ToolSession, error) {
-	uid, gid, err := executor.ParseUser(r.a.Sandbox.Spec.User)
-	if err != nil {
-		return nil, err
-	}
-	return r.o.opts.Tools.Open(ToolGrant{HostDir: sb.HostDir(), UID: uid, GID: gid, Box: sb, Sandbox: sb.ID(),
-		User: r.req.UserID, Chat: chat, Assistant: r.a.ID, AllowedTools: r.a.Sandbox.Run.AllowedTools,
-		OnShellCall: onShellCall})
-}
-
-// toolEvent streams a gateway tool call that the agent made from its
-// shell as a tool use and its result (the agent CLI's stream only shows
-// the shell command).
-func (r *run) toolEvent(c ToolCall) {
-	if !c.Done {
-		_ = r.send(executor.Event{Kind: executor.EventToolUse, Tool: &executor.ToolUse{ID: c.ID, Name: c.Name, Input: c.Arguments}})
-		return
-	}
-	_ = r.send(executor.Event{Kind: executor.EventToolResult, ToolResult: &executor.ToolResult{ToolUseID: c.ID, Content: c.Result, IsError: c.IsError}})
-}
-
-// teardown closes the sandbox (windUp has closed the run's routes) on a
-// context the caller cannot cancel, bounded by TeardownTimeout.
-func (r *run) teardown(ctx context.Context) {
-	t0 := time.Now()
-	r.endPhase()
-	_, span := r.o.tel.tracer.Start(r.tr.ctx, "agentbox.teardown")
-	defer span.End()
-	defer r.o.tel.live.Add(-1)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.opts.TeardownTimeout)
-	defer cancel()
-	if r.warm != nil {
-		r.warm.pre.discard(r.o.opts.TeardownTimeout)
-	}
-	if err := r.sb.Close(ctx); err != nil {
-		r.log.Error("removing the sandbox failed; the executor's reconciler removes it later", "id", r.sb.ID(), "error", err)
-	}
-	r.t.Teardown = time.Since(t0)
-	_ = r.send(executor.Event{Kind: executor.EventSandbox, Text: SandboxClosed})
-}
-
-// closeRoutes closes the run's tools session and model route.
-func (r *run) closeRoutes() {
-	if r.tools != nil {
-		if err := r.tools.Close(); err != nil {
-			r.log.Warn("closing the tools session failed", "error", err)
-		}
-		r.tools = nil
-	}
-	if r.egress != nil {
-		if err := r.egress.Close(); err != nil {
-			r.log.Warn("closing the egress proxy failed", "error", err)
-		}
-		r.egress = nil
-	}
-	if r.route != nil {
-		if bs, ok := r.route.(budgetStopper); ok {
-			r.budgetStop = bs.BudgetStop()
-		}
-		if err := r.route.Close(); err != nil {
-			r.log.Warn("closing the model route failed", "error", err)
-		}
-		r.route = nil
-	}
 }
 
 // workspace places the assistant's files in the workspace and its home

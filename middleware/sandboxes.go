@@ -440,36 +440,18 @@ func (o *Orchestrator) prewarm(ctx context.Context, s *clientSandbox, a *Assista
 	ctx = r.startTrace(ctx)
 	defer r.tr.req.End()
 	defer r.endPhase()
-	var deadline time.Time
-	if o.adm != nil {
-		deadline = time.Now().Add(o.adm.cfg.MaxWait)
-	}
-	r.enter("lease")
-	release, err := r.lease(ctx, deadline)
-	if err != nil {
-		return err
-	}
-	defer release()
-	if r.takeWarm(); r.warm != nil {
-		r.giveBackWarm() // already warm
-		return nil
-	}
-	r.enter("queue")
-	free, err := r.admit(ctx, deadline)
-	if err != nil {
-		return err
-	}
-	defer free()
-	r.enter("container_start")
-	err = r.start(ctx)
+	release, err := r.acquire(ctx)
 	if err == nil {
 		r.enter("workspace")
 		err = r.workspace(ctx)
 	}
-	if r.sb != nil {
-		r.windUp(ctx, err)
+	if release != nil {
+		release(err)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, errWarmAlready):
+		return nil
+	case err != nil:
 		return err
 	}
 	r.log.Debug("client sandbox pre-warmed", "took", time.Since(r.arrived))
