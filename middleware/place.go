@@ -8,6 +8,18 @@ import (
 	"github.com/agentbox/agentbox/executor"
 )
 
+// Where a run's sandbox comes from and where it goes back.
+//
+// A run gets its sandbox from acquire and gives it back through the
+// release acquire returns; nothing else in a run decides where its
+// sandbox comes from. The sources, in the order acquire consults them:
+// the chat's lease (the chat's place, or its client sandbox's: one run
+// per place at a time), the chat's kept container when the run may
+// continue in it (session policy, client sandboxes), a run slot of the
+// admission control, and else the executor's Create (whose own pool may
+// hand out a container started ahead). release keeps the container for
+// the chat's next turn or removes it, then frees the slot, then the lease.
+
 // errWarmAlready ends a prewarm whose place has its container kept
 // already: there is nothing to start.
 var errWarmAlready = errors.New("middleware: the sandbox is warm already")
@@ -53,18 +65,6 @@ func (r *run) acquire(ctx context.Context) (release func(outcome error), err err
 	r.enter("container_start")
 	return release, r.start(ctx)
 }
-
-// Where a run's sandbox comes from and where it goes back.
-//
-// A run gets its sandbox from acquire and gives it back through the
-// release acquire returns; nothing else in a run decides where its
-// sandbox comes from. The sources, in the order acquire consults them:
-// the chat's lease (the chat's place, or its client sandbox's: one run
-// per place at a time), the chat's kept container when the run may
-// continue in it (session policy, client sandboxes), a run slot of the
-// admission control, and else the executor's Create (whose own pool may
-// hand out a container started ahead). release keeps the container for
-// the chat's next turn or removes it, then frees the slot, then the lease.
 
 // lease takes the chat's lease, waiting up to the sandbox's LeaseWait and
 // no later than the admission deadline.
