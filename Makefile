@@ -52,7 +52,7 @@ test-claude-previous: image-previous
 test-runsc:
 	@AGENTBOX_RUNSC=1 .ci/setup
 	AGENTBOX_RUNSC=1 AGENTBOX_TEST_RUNTIME=runsc $(GO) test $(TEST_FLAGS) -run '^TestE2E$$' ./claude
-	AGENTBOX_RUNSC=1 $(GO) test $(TEST_FLAGS) -run 'Runsc|TestAttackReadHostPathsFromMounts/runsc' ./executor/docker ./internal/hostile
+	AGENTBOX_RUNSC=1 $(GO) test $(TEST_FLAGS) -run 'Runsc|TestAttackReadHostPathsFromMounts/runsc' ./executor/docker ./internal/testkit/hostile
 
 ## vet: go vet over every package
 vet:
@@ -81,13 +81,13 @@ clean:
 
 ## k8s-up: build (cached in /var/cache/agentbox-k8s, under nice unless K8S_NICE= is set) and start the offline single-node test cluster (root)
 k8s-up: image
-	internal/k8s/build.sh
-	internal/k8s/up.sh
+	internal/testkit/k8s/build.sh
+	internal/testkit/k8s/up.sh
 
 ## test-k8s: the Kubernetes backend's tests on a real offline cluster: build (cached), bring-up, the cluster tests with AGENTBOX_K8S=1, teardown (always) with the host checked against its baseline
 test-k8s: image
-	internal/k8s/test.sh
+	internal/testkit/k8s/test.sh
 
 ## k8s-down: tear the test cluster down and check the host is as before
 k8s-down:
-	internal/k8s/down.sh
+	internal/testkit/k8s/down.sh

@@ -11,12 +11,12 @@ import (
 
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/egress"
-	"github.com/agentbox/agentbox/executor/modelproxy"
-	"github.com/agentbox/agentbox/executor/modelproxy/anthropicopenai"
 	"github.com/agentbox/agentbox/hooks"
 	"github.com/agentbox/agentbox/jsapi"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/services/egress"
+	"github.com/agentbox/agentbox/services/modelproxy"
+	"github.com/agentbox/agentbox/services/modelproxy/anthropicopenai"
 )
 
 // DefaultSkillsDir is where an assistant's skills are placed, relative to

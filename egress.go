@@ -2,7 +2,7 @@ package agentbox
 
 import (
 	"github.com/agentbox/agentbox/config"
-	"github.com/agentbox/agentbox/executor/egress"
+	"github.com/agentbox/agentbox/services/egress"
 )
 
 // EgressPolicy converts an assistant's sandbox.egress to the proxy's

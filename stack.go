@@ -17,13 +17,13 @@ import (
 	"github.com/agentbox/agentbox/cursor"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
-	"github.com/agentbox/agentbox/executor/egress"
 	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/executor/local"
-	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/modelroute"
 	"github.com/agentbox/agentbox/middleware/openai"
+	"github.com/agentbox/agentbox/services/egress"
+	"github.com/agentbox/agentbox/services/mcphost"
 )
 
 // Options configure New. Dir (or Config) and DataDir are required; the

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/executor/helper"
-	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/services/mcphost"
 )
 
 // MCPTools is the middleware's ToolHost for executor/mcphost's Host: a run

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/agentbox/agentbox"
-	"github.com/agentbox/agentbox/executor/mcphost"
+	"github.com/agentbox/agentbox/services/mcphost"
 )
 
 // TestMCPToolsServes: a run needs the host's session only for tools of a

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/internal/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
 )
 
 // BenchmarkRunOverhead measures one plain run in a real container and

@@ -24,11 +24,11 @@ import (
 	"github.com/agentbox/agentbox/executor/helper"
 	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/executor/local"
-	"github.com/agentbox/agentbox/executor/modelproxy"
 	"github.com/agentbox/agentbox/executor/runnertest"
 	"github.com/agentbox/agentbox/internal/jsonl"
-	"github.com/agentbox/agentbox/internal/scriptedapi"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+	"github.com/agentbox/agentbox/services/modelproxy"
 )
 
 // connectorKey is the "real" key the model proxy swaps in; it must never

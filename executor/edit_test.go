@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentbox/agentbox/executor"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 func ptr(s string) *string { return &s }

@@ -20,7 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/executor"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 const canary = "CANARY: outside the workspace"

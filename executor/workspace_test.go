@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/executor"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // newWorkspace opens a Workspace on a fresh directory owned by the test.

@@ -11,9 +11,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/egress"
-	"github.com/agentbox/agentbox/executor/modelproxy"
 	"github.com/agentbox/agentbox/hooks"
+	"github.com/agentbox/agentbox/services/egress"
+	"github.com/agentbox/agentbox/services/modelproxy"
 )
 
 // ErrUnknownAssistant is what a Catalog's Lookup returns (wrapped or not)

@@ -22,7 +22,7 @@ func TestCoreDependencies(t *testing.T) {
 		"github.com/dop251/goja", "github.com/evanw/esbuild", "github.com/goccy/go-yaml", "go.yaml.in/yaml",
 		"gopkg.in/yaml", "github.com/modelcontextprotocol/", "github.com/anthropics/", "github.com/openai/",
 		"github.com/agentbox/agentbox/config", "github.com/agentbox/agentbox/jsapi",
-		"github.com/agentbox/agentbox/executor/mcphost", "github.com/agentbox/agentbox/executor/helper",
+		"github.com/agentbox/agentbox/services/mcphost", "github.com/agentbox/agentbox/executor/helper",
 	} {
 		for _, d := range deps {
 			assert.False(t, strings.HasPrefix(d, banned), "middleware depends on %s", d)

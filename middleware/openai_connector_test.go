@@ -13,9 +13,9 @@ import (
 
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/modelproxy/anthropicopenai"
-	"github.com/agentbox/agentbox/internal/scriptedopenai"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedopenai"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/services/modelproxy/anthropicopenai"
 )
 
 // TestE2EOpenAIConnector: a claude assistant on an OpenAI-compatible

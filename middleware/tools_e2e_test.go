@@ -20,11 +20,11 @@ import (
 	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
-	"github.com/agentbox/agentbox/executor/mcphost"
-	"github.com/agentbox/agentbox/internal/scriptedapi"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/modelroute"
+	"github.com/agentbox/agentbox/services/mcphost"
 )
 
 // toolsE2E is the whole path of a gateway tool: the real Claude Code CLI

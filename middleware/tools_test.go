@@ -19,9 +19,9 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/executor/helper"
-	"github.com/agentbox/agentbox/executor/mcphost"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/internal/scripted"
+	"github.com/agentbox/agentbox/services/mcphost"
 )
 
 // hostDirExecutor gives its fake sandboxes a host directory, as

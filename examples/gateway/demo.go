@@ -16,7 +16,7 @@ import (
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/kubernetes"
-	"github.com/agentbox/agentbox/internal/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
 )
 
 // Demo request parameters.

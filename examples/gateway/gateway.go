@@ -20,10 +20,10 @@ import (
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/kubernetes"
-	"github.com/agentbox/agentbox/executor/mcphost"
-	"github.com/agentbox/agentbox/internal/scriptedapi"
-	"github.com/agentbox/agentbox/internal/scriptedopenai"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedopenai"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/services/mcphost"
 )
 
 // offlineKey stands in for a connector key that is not configured when the

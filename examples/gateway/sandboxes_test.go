@@ -22,8 +22,8 @@ import (
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
-	"github.com/agentbox/agentbox/internal/scriptedapi"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // sandboxCall sends one call of the sandbox API as user and decodes the

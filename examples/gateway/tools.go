@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentbox/agentbox/executor/mcphost"
+	"github.com/agentbox/agentbox/services/mcphost"
 )
 
 // registerTools adds the example gateway's own tools, served to the

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // BenchmarkCreate measures time-to-ready and the full create-to-remove

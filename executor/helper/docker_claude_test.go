@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/modelproxy"
-	"github.com/agentbox/agentbox/internal/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
+	"github.com/agentbox/agentbox/services/modelproxy"
 )
 
 // TestDockerClaudeThroughForwarder runs the real Claude Code CLI in a

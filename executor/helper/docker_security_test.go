@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/modelproxy"
+	"github.com/agentbox/agentbox/services/modelproxy"
 )
 
 const (

@@ -27,10 +27,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/egress"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/executor/helper"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+	"github.com/agentbox/agentbox/services/egress"
 )
 
 // clusterExecutor makes an Executor over a fresh namespace that the test's

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/local"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // TestQuotaPerFileOnly: what the local executor says at start-up about

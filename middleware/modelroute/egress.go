@@ -17,9 +17,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/egress"
 	"github.com/agentbox/agentbox/executor/helper"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/services/egress"
 )
 
 // EgressOptions configure an Egress. Zero fields take egress's defaults.

@@ -27,13 +27,13 @@ import (
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
-	"github.com/agentbox/agentbox/executor/egress"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/executor/helper"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/internal/scripted"
 	"github.com/agentbox/agentbox/middleware/modelroute"
+	"github.com/agentbox/agentbox/services/egress"
 )
 
 // egressExecutor gives its fake sandboxes a host directory and, unless

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentbox/agentbox/internal/hostile"
+	"github.com/agentbox/agentbox/internal/testkit/hostile"
 	"github.com/agentbox/agentbox/middleware/modelroute"
 )
 

@@ -22,8 +22,8 @@ import (
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/helper"
-	"github.com/agentbox/agentbox/executor/modelproxy"
 	"github.com/agentbox/agentbox/middleware"
+	"github.com/agentbox/agentbox/services/modelproxy"
 )
 
 // Defaults of the per-request model budget (Options.Budget,

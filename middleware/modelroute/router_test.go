@@ -23,10 +23,10 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/executortest"
 	"github.com/agentbox/agentbox/executor/helper"
-	"github.com/agentbox/agentbox/executor/modelproxy"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/modelroute"
+	"github.com/agentbox/agentbox/services/modelproxy"
 )
 
 // relaySandbox is a fake sandbox with a helper directory and a model relay
