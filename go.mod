@@ -16,7 +16,6 @@ require (
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/moby/profiles/seccomp v0.3.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
-	github.com/openai/openai-go v1.12.0
 	github.com/openai/openai-go/v3 v3.74.0
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/opencontainers/runtime-spec v1.2.1

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	sdk "github.com/openai/openai-go"
-	"github.com/openai/openai-go/option"
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 

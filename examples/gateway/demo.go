@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	sdk "github.com/openai/openai-go"
-	"github.com/openai/openai-go/option"
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
@@ -125,9 +126,13 @@ func runDemo(ctx context.Context, g *Gateway, o Options, out io.Writer) error {
 }
 
 // newClient is an OpenAI SDK client of the gateway at url for one user's
-// chat (X-Agentbox-User and X-Agentbox-Chat), with no retries.
+// chat (X-Agentbox-User and X-Agentbox-Chat), with no retries. It sends
+// through http.DefaultClient: the SDK's default gives every client a
+// transport (and keep-alive pool) of its own, which a client per request
+// would leave behind idle after each request.
 func newClient(url, user, chat string, more ...option.RequestOption) sdk.Client {
 	return sdk.NewClient(append([]option.RequestOption{option.WithBaseURL(url + "/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
+		option.WithHTTPClient(http.DefaultClient),
 		option.WithHeader("X-Agentbox-User", user), option.WithHeader("X-Agentbox-Chat", chat)}, more...)...)
 }
 

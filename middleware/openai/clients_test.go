@@ -11,15 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	sdk "github.com/openai/openai-go"
-	"github.com/openai/openai-go/option"
-	sdk3 "github.com/openai/openai-go/v3"
-	option3 "github.com/openai/openai-go/v3/option"
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -215,6 +214,7 @@ func TestRealClientsOverASilentRun(t *testing.T) {
 	} else {
 		needNode = "node is not on PATH; install Node.js 18 or later (with npm)"
 	}
+	goV1Bin := buildGoV1Client(t)
 	needCurl := ""
 	if _, err := exec.LookPath("curl"); err != nil {
 		if testenv.InCI() {
@@ -234,7 +234,7 @@ func TestRealClientsOverASilentRun(t *testing.T) {
 	base := srv.URL + "/v1"
 
 	clients := []matrixClient{
-		{name: "openai-go-v1", run: goV1Client},
+		{name: "openai-go-v1", run: programClient("", goV1Bin)},
 		{name: "openai-go-v3", run: goV3Client},
 		{name: "openai-node", need: needNode, run: nodeClient(nodeDir, "openai_client.mjs")},
 		{name: "vercel-ai", need: needNode, run: nodeClient(nodeDir, "vercel_client.mjs")},
@@ -316,8 +316,8 @@ func TestRealClientsOverASilentRun(t *testing.T) {
 	}
 }
 
-// goV1Client is openai-go at the version in go.mod.
-func goV1Client(ctx context.Context, base, user string, stream bool) clientResult {
+// goV3Client is openai-go at its current major version, the one in go.mod.
+func goV3Client(ctx context.Context, base, user string, stream bool) clientResult {
 	client := sdk.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey("unused"))
 	p := sdk.ChatCompletionNewParams{
 		Model:    "coder",
@@ -368,77 +368,49 @@ func goV1Client(ctx context.Context, base, user string, stream bool) clientResul
 	return r
 }
 
-// goV3Client is openai-go at its current major version.
-func goV3Client(ctx context.Context, base, user string, stream bool) clientResult {
-	client := sdk3.NewClient(option3.WithBaseURL(base+"/"), option3.WithAPIKey("unused"))
-	p := sdk3.ChatCompletionNewParams{
-		Model:    "coder",
-		Messages: []sdk3.ChatCompletionMessageParamUnion{sdk3.UserMessage("run the slow build")},
-		User:     sdk3.String(user),
-	}
-	var r clientResult
-	if !stream {
-		comp, err := client.Chat.Completions.New(ctx, p)
-		if err != nil {
-			r.Error = err.Error()
-			return r
-		}
-		if len(comp.Choices) > 0 {
-			r.Text, r.Finish = comp.Choices[0].Message.Content, comp.Choices[0].FinishReason
-		}
-		r.Usage = &clientUsage{Prompt: comp.Usage.PromptTokens, Completion: comp.Usage.CompletionTokens, Total: comp.Usage.TotalTokens}
-		return r
-	}
-	p.StreamOptions = sdk3.ChatCompletionStreamOptionsParam{IncludeUsage: sdk3.Bool(true)}
-	s := client.Chat.Completions.NewStreaming(ctx, p)
-	defer func() { _ = s.Close() }()
-	var text strings.Builder
-	var first time.Time
-	for s.Next() {
-		c := s.Current()
-		if len(c.Choices) > 0 {
-			if d := c.Choices[0].Delta.Content; d != "" {
-				text.WriteString(d)
-				r.Parts++
-				if first.IsZero() {
-					first = time.Now()
-				}
-				r.SpreadMs = time.Since(first).Milliseconds()
-			}
-			if f := c.Choices[0].FinishReason; f != "" {
-				r.Finish = f
-			}
-		}
-		if c.JSON.Usage.Valid() {
-			r.Usage = &clientUsage{Prompt: c.Usage.PromptTokens, Completion: c.Usage.CompletionTokens, Total: c.Usage.TotalTokens}
-		}
-	}
-	r.Text = text.String()
-	if err := s.Err(); err != nil {
-		r.Error = err.Error()
-	}
-	return r
-}
-
 // nodeClient runs one of testdata/clients' scripts, installed in dir.
 func nodeClient(dir, script string) func(ctx context.Context, base, user string, stream bool) clientResult {
+	return programClient(dir, "node", script)
+}
+
+// programClient runs a client program of the matrix in dir: argv plus
+// "stream" or "plain", with BASE_URL and AGENTBOX_USER set; the program
+// prints its clientResult as JSON.
+func programClient(dir string, argv ...string) func(ctx context.Context, base, user string, stream bool) clientResult {
 	return func(ctx context.Context, base, user string, stream bool) clientResult {
 		mode := map[bool]string{true: "stream", false: "plain"}[stream]
-		cmd := exec.CommandContext(ctx, "node", script, mode)
+		cmd := exec.CommandContext(ctx, argv[0], append(slices.Clone(argv[1:]), mode)...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "BASE_URL="+base, "AGENTBOX_USER="+user)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
+		name := strings.Join(argv, " ") + " " + mode
 		out, err := cmd.Output()
 		if err != nil {
-			return clientResult{Error: fmt.Sprintf("node %s %s: %v: %s", script, mode, err, stderr.String())}
+			return clientResult{Error: fmt.Sprintf("%s: %v: %s", name, err, stderr.String())}
 		}
 		var r clientResult
 		if err := json.Unmarshal(out, &r); err != nil {
-			return clientResult{Error: fmt.Sprintf("node %s %s printed %q: %v; stderr: %s", script, mode, out, err, stderr.String())}
+			return clientResult{Error: fmt.Sprintf("%s printed %q: %v; stderr: %s", name, out, err, stderr.String())}
 		}
 		return r
 	}
+}
+
+// buildGoV1Client builds testdata/clients/openai-go-v1, the matrix's
+// openai-go v1 client: a module of its own, so that agentbox's go.mod holds
+// one openai-go major version while the matrix still runs the frozen v1
+// that gateways may still use.
+func buildGoV1Client(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "openai-go-v1")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join("testdata", "clients", "openai-go-v1")
+	// Its own go.mod, whatever workspace or module flags the caller has.
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "build the openai-go v1 client (it needs its module in the Go module cache or proxy): %s", out)
+	return bin
 }
 
 // curlClient posts with curl (-N for the stream) and reads the answer
