@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/otel/metric"
@@ -17,8 +18,6 @@ import (
 	"github.com/agentbox/agentbox/cursor"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
-	"github.com/agentbox/agentbox/executor/kubernetes"
-	"github.com/agentbox/agentbox/executor/local"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/modelroute"
 	"github.com/agentbox/agentbox/middleware/openai"
@@ -39,34 +38,21 @@ type Options struct {
 	// DataDir holds the chats' workspaces, their agent sessions and the
 	// sandboxes' host directories (made 0700).
 	DataDir string
-	// Executor is the sandbox backend: config.ExecutorDocker ("" too),
-	// config.ExecutorLocal (bubblewrap on this host, no Docker; it needs
-	// HelperBinary) or config.ExecutorKubernetes (pods; see Kubernetes).
-	Executor string
-	// Kubernetes configures the Kubernetes backend (Executor "kubernetes"):
-	// Kubeconfig ("" is the in-cluster account), Namespace, StorageClass
-	// for the workspaces' claims, Image defaults, leases. Its Logger is
-	// set by New. The pods run their image's helper; HelperBinary does not
-	// apply.
-	Kubernetes kubernetes.Options
-	// HelperBinary, when set, is bind-mounted into every sandbox as its
-	// helper (any image works); otherwise the image's own helper runs
-	// (agentbox/sandbox-* images carry it).
-	HelperBinary string
-	// Pool (Docker executor only) keeps this many started containers per
-	// sandbox configuration for the first request of new chats
-	// (docker.Options.Pool: the gateway must be root on the daemon's
-	// host); 0 turns it off.
-	Pool int
-	// Quota picks how each chat's workspace quota (sandbox.max_disk and
-	// max_inodes) is enforced: "" for the executor's default, "watchdog"
-	// or "loop". The Docker executor has both (docker.Options.Quota; its
-	// default is the watchdog, with no file past max_disk); the kubernetes
-	// executor has "watchdog" only (the pod's helper measures); the local
-	// executor neither (each file is capped at max_disk, the total is not
-	// bounded), so it takes "" alone. New fails for a mode the executor
-	// cannot honour.
-	Quota string
+	// Backend is where the sandboxes run, with that backend's options:
+	// docker.Options (the default: its zero value with the image's own
+	// helper), local.Options (bubblewrap on this host, no Docker),
+	// kubernetes.Options (pods), or Executor(e) for any
+	// executor.Executor. Each backend's options are all there: the pool,
+	// the quota mode, the Docker host, the kubeconfig... Only the
+	// backends a gateway names are linked into it: this package links
+	// Docker's and local's; Kubernetes' (client-go) comes with the
+	// gateway's own import of executor/kubernetes.
+	Backend Backend
+	// Retention is how long what a chat leaves is kept after its last
+	// request: its workspace (the backend's sweep) and its agent sessions
+	// (the middleware's). 0 is executor.DefaultRetention (7 days);
+	// negative keeps them forever.
+	Retention time.Duration
 	// Logger receives every log line; HCLogger instead for gateways on
 	// hclog. Both nil: nothing is logged.
 	Logger   *slog.Logger
@@ -166,15 +152,14 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
 			return modelroute.New(mo), nil
 		},
-		Egress:         modelroute.NewEgress(o.Egress),
-		Logger:         log,
-		Admission:      o.Admission,
-		MeterProvider:  o.MeterProvider,
-		TracerProvider: o.TracerProvider,
-		// Beside workspaces/, where executor/docker's retention removes a
-		// chat's sessions with its workspace.
-		SessionDir: filepath.Join(o.DataDir, "sessions"),
-		SandboxDir: filepath.Join(o.DataDir, "client-sandboxes"),
+		Egress:           modelroute.NewEgress(o.Egress),
+		Logger:           log,
+		Admission:        o.Admission,
+		MeterProvider:    o.MeterProvider,
+		TracerProvider:   o.TracerProvider,
+		SessionDir:       filepath.Join(o.DataDir, "sessions"),
+		SessionRetention: o.Retention,
+		SandboxDir:       filepath.Join(o.DataDir, "client-sandboxes"),
 	}
 	if o.Tools != nil {
 		mwo.Tools = MCPTools(o.Tools)
@@ -202,56 +187,39 @@ func (s *Stack) Handler() (http.Handler, error) { return openai.New(s.http) }
 // Close drains the runs in flight and releases what New opened.
 func (s *Stack) Close() error { return s.Orchestrator.Close() }
 
-// newExecutor opens the sandbox backend o.Executor names.
-func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Executor, error) {
-	kind, err := config.ParseExecutor(o.Executor)
-	if err != nil {
-		return nil, fmt.Errorf("agentbox: Options.Executor: %w", err)
-	}
-	if kind != config.ExecutorDocker && o.Pool != 0 {
-		return nil, fmt.Errorf("agentbox: Options.Pool is a Docker executor option; drop it for the %s executor", kind)
-	}
-	if err := checkQuota(kind, o); err != nil {
-		return nil, err
-	}
-	if kind == config.ExecutorKubernetes {
-		if o.HelperBinary != "" {
-			return nil, errors.New("agentbox: Options.HelperBinary does not apply to the kubernetes executor: pods run their image's helper (agentbox/sandbox-* images carry it)")
-		}
-		ko := o.Kubernetes
-		ko.Logger = log
-		return kubernetes.New(ctx, ko)
-	}
-	if kind == config.ExecutorLocal {
-		if o.HelperBinary == "" {
-			return nil, errors.New("agentbox: the local executor needs Options.HelperBinary: build it with `make helper` (bin/agentbox-helper)")
-		}
-		e, err := local.New(ctx, local.Options{DataDir: o.DataDir, Logger: log, HelperBinary: o.HelperBinary})
-		if err != nil {
-			return nil, err
-		}
-		return e, nil
-	}
-	return docker.New(ctx, docker.Options{DataDir: o.DataDir, Logger: log,
-		HelperBinary: o.HelperBinary, UseImageHelper: o.HelperBinary == "", Pool: o.Pool, Quota: docker.QuotaMode(o.Quota)})
+// Backend opens the executor of a Stack's sandboxes. docker.Options,
+// local.Options and kubernetes.Options are Backends; Executor adapts any
+// executor.Executor.
+type Backend interface {
+	// OpenExecutor opens the executor for a stack whose data directory
+	// and retention are s's, logging through log.
+	OpenExecutor(ctx context.Context, s executor.Shared, log hclog.Logger) (executor.Executor, error)
 }
 
-// checkQuota refuses a quota mode the executor kind cannot honour (the
-// Docker executor checks its own modes in docker.New).
-func checkQuota(kind string, o Options) error {
-	switch {
-	case o.Quota == "" || kind == config.ExecutorDocker:
-		return nil
-	case kind == config.ExecutorKubernetes && o.Quota == string(docker.QuotaWatchdog):
-		if o.Kubernetes.QuotaInterval < 0 {
-			return errors.New(`agentbox: Options.Quota is "watchdog" but Options.Kubernetes.QuotaInterval is negative, which turns the pods' watchdog off; drop one of them`)
-		}
-		return nil
-	case kind == config.ExecutorKubernetes:
-		return fmt.Errorf(`agentbox: Options.Quota %q: the kubernetes executor enforces workspace quotas with the pod's helper only; use "watchdog" or leave it empty`, o.Quota)
-	default:
-		return fmt.Errorf(`agentbox: Options.Quota %q: the %s executor caps each file at max_disk and has no quota mode; leave it empty, or use the docker executor for "watchdog" or "loop"`, o.Quota, kind)
+// Executor is the Backend of an executor the gateway opened itself: New
+// uses it as it is, and closes it with the Stack.
+func Executor(e executor.Executor) Backend { return openedExecutor{e} }
+
+type openedExecutor struct{ e executor.Executor }
+
+func (o openedExecutor) OpenExecutor(context.Context, executor.Shared, hclog.Logger) (executor.Executor, error) {
+	if o.e == nil {
+		return nil, errors.New("agentbox: Executor(nil); pass an executor")
 	}
+	return o.e, nil
+}
+
+// newExecutor opens o.Backend, Docker's when it is nil.
+func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Executor, error) {
+	b := o.Backend
+	if b == nil {
+		b = docker.Options{}
+	}
+	e, err := b.OpenExecutor(ctx, executor.Shared{DataDir: o.DataDir, Retention: o.Retention}, log)
+	if err != nil {
+		return nil, fmt.Errorf("agentbox: Options.Backend: %w", err)
+	}
+	return e, nil
 }
 
 // intercepts reports whether an assistant's egress policy has a

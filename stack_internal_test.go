@@ -3,55 +3,44 @@ package agentbox
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 
-	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/executor/kubernetes"
+	"github.com/agentbox/agentbox/executor/local"
 )
 
-// TestExecutorChoiceErrors: a wrong Options.Executor and local mode
-// without a helper fail before anything starts, saying what to set.
-func TestExecutorChoiceErrors(t *testing.T) {
-	ctx := context.Background()
-	_, err := newExecutor(ctx, Options{Executor: "bwrap", DataDir: t.TempDir()}, hclog.NewNullLogger())
-	assert.ErrorIs(t, err, config.ErrInvalid)
-	assert.ErrorContains(t, err, "Options.Executor")
-
-	_, err = newExecutor(ctx, Options{Executor: config.ExecutorLocal, DataDir: t.TempDir()}, hclog.NewNullLogger())
-	assert.ErrorContains(t, err, "the local executor needs Options.HelperBinary")
-
-	_, err = newExecutor(ctx, Options{Executor: config.ExecutorLocal, DataDir: t.TempDir(), HelperBinary: "/nonexistent/helper"}, hclog.NewNullLogger())
-	assert.ErrorIs(t, err, executor.ErrUnavailable, "the local health check runs at start-up")
-	assert.ErrorContains(t, err, "make helper")
-
-	for _, kind := range []string{config.ExecutorLocal, config.ExecutorKubernetes} {
-		_, err = newExecutor(ctx, Options{Executor: kind, DataDir: t.TempDir(), Pool: 1}, hclog.NewNullLogger())
-		assert.ErrorContains(t, err, "Options.Pool is a Docker executor option", kind)
-	}
-}
-
-// TestQuotaModeChoice: Options.Quota reaches the executor, and a mode the
-// chosen executor cannot honour fails before anything starts, naming the
-// option.
-func TestQuotaModeChoice(t *testing.T) {
+// TestBackendChoiceErrors: a backend whose options cannot work fails
+// before anything starts, saying what to set. What the type of the choice
+// rules out (a pool or a quota mode for a backend without one) is not a
+// runtime error any more: those options do not exist there.
+func TestBackendChoiceErrors(t *testing.T) {
 	for name, tc := range map[string]struct {
 		o    Options
+		is   error
 		want string
 	}{
-		"docker, not a mode": {o: Options{Quota: "prjquota"}, want: `Options.Quota "prjquota" is not a quota mode`},
-		"local watchdog":     {o: Options{Executor: config.ExecutorLocal, HelperBinary: "/x", Quota: "watchdog"}, want: `Options.Quota "watchdog": the local executor caps each file at max_disk`},
-		"local loop":         {o: Options{Executor: config.ExecutorLocal, HelperBinary: "/x", Quota: "loop"}, want: `Options.Quota "loop": the local executor`},
-		"kubernetes loop":    {o: Options{Executor: config.ExecutorKubernetes, Quota: "loop"}, want: `Options.Quota "loop": the kubernetes executor enforces workspace quotas with the pod's helper only`},
-		"kubernetes watchdog, watchdog off": {o: Options{Executor: config.ExecutorKubernetes, Quota: "watchdog", Kubernetes: kubernetes.Options{QuotaInterval: -1}},
-			want: "Options.Kubernetes.QuotaInterval is negative"},
+		"local without a helper":        {o: Options{Backend: local.Options{}}, is: executor.ErrUnavailable, want: "make helper"},
+		"local with a missing helper":   {o: Options{Backend: local.Options{HelperBinary: "/nonexistent/helper"}}, is: executor.ErrUnavailable, want: "make helper"},
+		"local with a retention":        {o: Options{Backend: local.Options{HelperBinary: "/x"}, Retention: time.Hour}, is: executor.ErrInvalid, want: "does not sweep workspaces"},
+		"docker, not a quota mode":      {o: Options{Backend: docker.Options{Quota: "prjquota"}}, want: `"prjquota" is not a quota mode`},
+		"docker, its own data dir":      {o: Options{Backend: docker.Options{DataDir: "/elsewhere"}}, is: executor.ErrInvalid, want: "is not the gateway's"},
+		"docker, its own retention":     {o: Options{Backend: docker.Options{Retention: time.Hour}, Retention: 2 * time.Hour}, is: executor.ErrInvalid, want: "set it once"},
+		"kubernetes, no claims to keep": {o: Options{Backend: kubernetes.Options{}, Retention: time.Hour}, is: executor.ErrInvalid, want: "applies to workspace claims"},
+		"no executor":                   {o: Options{Backend: Executor(nil)}, want: "Executor(nil)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tc.o.DataDir = t.TempDir()
 			_, err := newExecutor(context.Background(), tc.o, hclog.NewNullLogger())
 			assert.ErrorContains(t, err, tc.want)
+			assert.ErrorContains(t, err, "Options.Backend")
+			if tc.is != nil {
+				assert.ErrorIs(t, err, tc.is)
+			}
 		})
 	}
 }

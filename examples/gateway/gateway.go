@@ -19,7 +19,9 @@ import (
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/executor/kubernetes"
+	"github.com/agentbox/agentbox/executor/local"
 	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testkit/scriptedopenai"
 	"github.com/agentbox/agentbox/middleware"
@@ -52,7 +54,7 @@ type Options struct {
 	// Pool (docker executor) keeps this many started containers per
 	// sandbox configuration for new chats' first requests; 0 is off.
 	Pool int
-	// Quota is the workspace quota mode (agentbox.Options.Quota): "" for
+	// Quota is the workspace quota mode (docker.Options.Quota): "" for
 	// the executor's default, "watchdog" or "loop".
 	Quota string
 	// Offline decides when connectors use the built-in scripted model
@@ -69,6 +71,36 @@ type Options struct {
 	// OTLPEndpoint, when set (http://host:4318), receives the traces over
 	// OTLP/HTTP. Metrics are always served on /metrics.
 	OTLPEndpoint string
+}
+
+// backend is the typed backend choice o's flat fields (the gateway's
+// flags) make, refusing a field the chosen backend has no use for.
+func (o Options) backend() (agentbox.Backend, error) {
+	kind, err := config.ParseExecutor(o.Executor)
+	if err != nil {
+		return nil, fmt.Errorf("-executor: %w", err)
+	}
+	if kind != config.ExecutorDocker && o.Pool != 0 {
+		return nil, fmt.Errorf("-pool is a docker executor option; drop it for the %s executor", kind)
+	}
+	switch kind {
+	case config.ExecutorKubernetes:
+		switch {
+		case o.HelperBinary != "":
+			return nil, errors.New("-helper does not apply to the kubernetes executor: pods run their image's helper (agentbox/sandbox-* images carry it)")
+		case o.Quota != "" && o.Quota != string(docker.QuotaWatchdog):
+			return nil, fmt.Errorf(`-quota %q: the kubernetes executor enforces workspace quotas with the pod's helper only; use "watchdog" or leave it empty`, o.Quota)
+		case o.Quota != "" && o.Kubernetes.QuotaInterval < 0:
+			return nil, errors.New(`-quota is "watchdog" but the kubernetes options' QuotaInterval is negative, which turns the pods' watchdog off; drop one of them`)
+		}
+		return o.Kubernetes, nil
+	case config.ExecutorLocal:
+		if o.Quota != "" {
+			return nil, fmt.Errorf(`-quota %q: the local executor caps each file at max_disk and has no quota mode; leave it empty, or use the docker executor for "watchdog" or "loop"`, o.Quota)
+		}
+		return local.Options{HelperBinary: o.HelperBinary}, nil
+	}
+	return docker.Options{HelperBinary: o.HelperBinary, Pool: o.Pool, Quota: docker.QuotaMode(o.Quota)}, nil
 }
 
 // Gateway is the running example gateway: agentbox's HTTP middleware in
@@ -123,8 +155,12 @@ func Start(ctx context.Context, o Options) (g *Gateway, err error) {
 	if err := registerTools(tools); err != nil {
 		return g, err
 	}
+	b, err := o.backend()
+	if err != nil {
+		return g, err
+	}
 	g.stack, err = agentbox.New(ctx, agentbox.Options{
-		Config: g.Config, DataDir: o.DataDir, Executor: o.Executor, Kubernetes: o.Kubernetes, HelperBinary: o.HelperBinary, Pool: o.Pool, Quota: o.Quota, HCLogger: g.log.Named("agentbox"),
+		Config: g.Config, DataDir: o.DataDir, Backend: b, HCLogger: g.log.Named("agentbox"),
 		Tools: tools, Admission: o.Admission, MeterProvider: g.tel.meters, TracerProvider: g.tel.tracers,
 	})
 	if err != nil {
