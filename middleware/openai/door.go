@@ -34,6 +34,8 @@ type door struct {
 	names []string
 	// idPrefix starts its ids ("chatcmpl-"), which are the request ids.
 	idPrefix string
+	// idsField is how a body names the user and chat ids, for hints.
+	idsField string
 	errors   errorShape
 }
 
@@ -104,7 +106,7 @@ func (s *Server) run(ctx context.Context, d *door, id string, req *middleware.Re
 		err = errNilResponse
 	}
 	if err != nil {
-		e := clientError(err)
+		e := clientError(err, d)
 		s.logHandled(d, id, err, e)
 		return nil, e
 	}

@@ -52,6 +52,8 @@ func bodyOf(e *middleware.Error) errorBody {
 		code = "sandbox_exists"
 	case e.Kind == middleware.KindNotFound && e.Param == "previous_response_id":
 		code = "previous_response_not_found"
+	case e.Kind == middleware.KindNotFound && e.Param == "response_id":
+		code = "response_not_found"
 	}
 	b := errorBody{Error: errorObject{Message: e.Message, Type: s.errType, Code: &code}}
 	if e.Param != "" {

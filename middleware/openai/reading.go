@@ -41,7 +41,7 @@ import (
 // them for any model it knows, a sandboxed assistant's included, so the
 // adapter reads their bodies too and refuses one that names a sandboxed
 // assistant (or cannot be read) instead of passing it on.
-var guardedPaths = []string{"/v1/completions", "/v1/responses", "/v1/messages", "/v1/embeddings"}
+var guardedPaths = []string{"/v1/completions", "/v1/embeddings"}
 
 // guardedDoor is a path of guardedPaths, as the adapter refuses its
 // bodies.
@@ -50,14 +50,19 @@ var guardedDoor = &door{name: "request", what: "request", names: []string{"model
 // doorOf is the door of route, a path of bodyRoutes, whose shape a
 // refusal on it takes.
 func doorOf(route string) *door {
-	if route == "/v1/chat/completions" {
+	switch route {
+	case "/v1/chat/completions":
 		return chatDoor
+	case "/v1/responses":
+		return responsesDoor
+	case "/v1/messages":
+		return messagesDoor
 	}
 	return guardedDoor
 }
 
 // bodyRoutes are the paths on which the adapter routes by the body.
-var bodyRoutes = append([]string{"/v1/chat/completions", "/v1/sandboxes"}, guardedPaths...)
+var bodyRoutes = append([]string{"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/sandboxes"}, guardedPaths...)
 
 // routeTwin returns the route of bodyRoutes that p, a path no route of
 // the adapter matched, would be to a looser router behind it (one that

@@ -79,6 +79,17 @@ type Options struct {
 	// Without it those paths are 404 (or Next's) and a named sandbox is
 	// refused.
 	Sandboxes middleware.SandboxManager
+	// ResponseTTL is how long a response of POST /v1/responses created
+	// with "store": true (the default) can be read back (GET
+	// /v1/responses/{id}) and continued (previous_response_id): default
+	// DefaultResponseTTL. Stored responses live in memory, so a restart
+	// forgets them.
+	ResponseTTL time.Duration
+	// MaxResponsesPerUser bounds one user's stored responses (default
+	// DefaultMaxResponsesPerUser); MaxResponseBytes bounds all of them
+	// (default DefaultMaxResponseBytes). The oldest go first.
+	MaxResponsesPerUser int
+	MaxResponseBytes    int64
 	// OwnedBy is the owned_by of the listed models (default "agentbox").
 	OwnedBy string
 	// Logger receives one line per failed request (default: discarded).
@@ -91,9 +102,10 @@ type Options struct {
 // POST /v1/chat/completions, GET /v1/models and GET /v1/models/{id}. It is
 // safe for concurrent use.
 type Server struct {
-	opts Options
-	log  hclog.Logger
-	mux  *http.ServeMux
+	opts  Options
+	log   hclog.Logger
+	mux   *http.ServeMux
+	store *responseStore
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -118,11 +130,23 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if opts.ResponseTTL <= 0 {
+		opts.ResponseTTL = DefaultResponseTTL
+	}
+	if opts.MaxResponsesPerUser <= 0 {
+		opts.MaxResponsesPerUser = DefaultMaxResponsesPerUser
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), store: newResponseStore(opts)}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
 	}
 	s.mux.HandleFunc("/v1/chat/completions", s.chatCompletions)
+	s.mux.HandleFunc("/v1/responses", s.responses)
+	s.mux.HandleFunc("/v1/responses/{id}", s.storedResponseOf)
+	s.mux.HandleFunc("/v1/messages", s.messages)
 	s.mux.HandleFunc("/v1/models", s.models)
 	s.mux.HandleFunc("/v1/models/{id}", s.models)
 	s.mux.HandleFunc("/v1/sandboxes", s.sandboxes)
@@ -164,7 +188,7 @@ func (s *Server) now() time.Time { return s.opts.Now() }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // chatDoor is Chat Completions.
-var chatDoor = &door{name: "chat completion", what: "chat completion request", names: knownFields, idPrefix: "chatcmpl-", errors: openaiErrors{}}
+var chatDoor = &door{name: "chat completion", what: "chat completion request", names: knownFields, idPrefix: "chatcmpl-", idsField: userField, errors: openaiErrors{}}
 
 // chatCompletions serves POST /v1/chat/completions: it reads the body
 // once (reading.go), answers a sandboxed assistant's request, and passes
@@ -212,7 +236,7 @@ func (s *Server) serveStream(ctx context.Context, w http.ResponseWriter, req *mi
 
 // clientError classifies err and adds the adapter's hints to messages
 // about the ids.
-func clientError(err error) *middleware.Error {
+func clientError(err error, d *door) *middleware.Error {
 	e := middleware.AsError(err)
 	if e.Kind == middleware.KindNotFound && e.Param == "" {
 		c := *e
@@ -221,7 +245,7 @@ func clientError(err error) *middleware.Error {
 	}
 	if e.Kind == middleware.KindBadRequest && (e.Param == "user" || e.Param == "chat") {
 		c := *e
-		c.Message += "; send the ids in the " + HeaderUser + " and " + HeaderChat + ` headers or as "user": "<user>:<chat>"`
+		c.Message += "; send the ids in the " + HeaderUser + " and " + HeaderChat + " headers or as " + d.idsField
 		return &c
 	}
 	return e

@@ -1,11 +1,13 @@
 package openai
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/middleware"
 )
 
@@ -43,26 +45,33 @@ func (s *Server) newSSE(w http.ResponseWriter, keepAlive string) *sseWriter {
 // send writes the event name (none when "") with data, starting the stream
 // first when needed. Held: mu.
 func (x *sseWriter) send(name string, data []byte) error {
-	if x.failed != nil {
-		return x.failed
-	}
-	if !x.started {
-		x.started = true
-		h := x.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		x.w.WriteHeader(http.StatusOK)
-		if x.open != nil {
-			if err := x.open(); err != nil {
-				return err
-			}
-		}
-		if x.every > 0 {
-			go x.heartbeat()
-		}
+	if err := x.begin(); err != nil {
+		return err
 	}
 	return x.put(name, data)
+}
+
+// begin starts the stream unless it started: the status, the headers, the
+// door's first events and the heartbeat. Held: mu.
+func (x *sseWriter) begin() error {
+	if x.failed != nil || x.started {
+		return x.failed
+	}
+	x.started = true
+	h := x.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	x.w.WriteHeader(http.StatusOK)
+	if x.open != nil {
+		if err := x.open(); err != nil {
+			return err
+		}
+	}
+	if x.every > 0 {
+		go x.heartbeat()
+	}
+	return nil
 }
 
 // put writes one event and flushes it; a failed write marks the stream
@@ -134,4 +143,76 @@ func (x *sseWriter) heartbeat() {
 			t.Reset(max(d-idle, time.Millisecond))
 		}
 	}
+}
+
+// eventWriter writes a door's typed events, each a JSON object with its
+// "type" under an SSE event of that name, when its run streams (out is nil
+// when the response is answered whole: then it writes nothing).
+type eventWriter struct {
+	out     *sseWriter
+	textMax int
+	// numbered adds "sequence_number" to every event (Responses).
+	numbered bool
+	seq      int
+}
+
+// send writes an event of type typ with fields, starting the stream when
+// needed. Held: out.mu.
+func (e *eventWriter) send(typ string, fields map[string]any) error {
+	if e.out == nil {
+		return nil
+	}
+	if err := e.out.begin(); err != nil {
+		return err
+	}
+	return e.put(typ, fields)
+}
+
+// put is send on a started stream: the stream's first events. Held:
+// out.mu.
+func (e *eventWriter) put(typ string, fields map[string]any) error {
+	fields["type"] = typ
+	if e.numbered {
+		fields["sequence_number"] = e.seq
+		e.seq++
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return fmt.Errorf("openai: encode %s: %w", typ, err)
+	}
+	return e.out.put(typ, b)
+}
+
+// extension sends ev in the agentbox extension of events of type typ:
+// texts split across events, large payloads cut to fit a line. Held:
+// out.mu.
+func (e *eventWriter) extension(typ string, ev executor.Event) error {
+	if e.out == nil {
+		return nil
+	}
+	if err := e.out.begin(); err != nil {
+		return err
+	}
+	if plainText(ev) {
+		for _, piece := range split(ev.Text, e.textMax) {
+			if err := e.put(typ, map[string]any{"agentbox": &extension{Kind: string(ev.Kind), Text: piece}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	b, err := fitLine(ev, e.textMax, func(ext *extension) any {
+		f := map[string]any{"type": typ, "agentbox": ext}
+		if e.numbered {
+			f["sequence_number"] = e.seq
+		}
+		return f
+	})
+	if err != nil {
+		return err
+	}
+	if e.numbered {
+		e.seq++
+	}
+	return e.out.put(typ, b)
 }
