@@ -88,7 +88,11 @@ func (s *Server) newMessageRun(id, model string) *messageRun {
 func (m *messageRun) stream(w http.ResponseWriter) {
 	m.out = m.s.newSSE(w, pingEvent)
 	m.out.open = func() error {
-		return m.put("message_start", map[string]any{"message": m.msg})
+		// The stream starts on the first event, whose block may be in the
+		// content already: the started message has none.
+		start := m.msg
+		start.Content = []any{}
+		return m.put("message_start", map[string]any{"message": start})
 	}
 }
 

@@ -162,7 +162,10 @@ func (s *Server) newResponseRun(id string, t *responseTurn) *responseRun {
 func (run *responseRun) stream(w http.ResponseWriter) {
 	run.out = run.s.newSSE(w, keepAlive)
 	run.out.open = func() error {
+		// The stream starts on the first event, whose item may be in the
+		// output already: the created response has none.
 		snap := run.obj
+		snap.Output = []any{}
 		if err := run.put("response.created", map[string]any{"response": snap}); err != nil {
 			return err
 		}
