@@ -6,13 +6,16 @@
 import Anthropic from "@anthropic-ai/sdk";
 
 const mode = process.argv[2];
+// PROMPT and QUICK_PROMPT (the first of two turns) default to the matrix's.
+const prompt = process.env.PROMPT ?? "run the slow build";
+
 // The SDK appends /v1/messages to its base URL.
 const client = new Anthropic({ baseURL: process.env.BASE_URL.replace(/\/v1$/, ""), apiKey: "unused" });
 const params = {
   model: "coder",
   max_tokens: 1024,
   metadata: { user_id: process.env.AGENTBOX_USER },
-  messages: [{ role: "user", content: "run the slow build" }],
+  messages: [{ role: "user", content: prompt }],
 };
 const usageOf = (u) => {
   if (!u) return null;

@@ -8,6 +8,10 @@
 import OpenAI from "openai";
 
 const mode = process.argv[2];
+// PROMPT and QUICK_PROMPT (the first of two turns) default to the matrix's.
+const prompt = process.env.PROMPT ?? "run the slow build";
+const quick = process.env.QUICK_PROMPT ?? "start the build";
+
 const client = new OpenAI({ baseURL: process.env.BASE_URL, apiKey: "unused" });
 const user = process.env.AGENTBOX_USER;
 const usageOf = (u) => (u ? { prompt: u.input_tokens, completion: u.output_tokens, total: u.total_tokens } : null);
@@ -16,7 +20,7 @@ const out = { text: "", usage: null, finish: null, parts: 0, spreadMs: 0, error:
 try {
   let previous;
   if (mode === "turns") {
-    const first = await client.responses.create({ model: "coder", user, input: "start the build" });
+    const first = await client.responses.create({ model: "coder", user, input: quick });
     out.ids.push(first.id);
     previous = first.id;
   }
@@ -26,7 +30,7 @@ try {
     const stream = client.responses.stream({
       model: "coder",
       user,
-      input: "run the slow build",
+      input: prompt,
       ...(previous ? { previous_response_id: previous } : {}),
     });
     let first = 0;
@@ -48,7 +52,7 @@ try {
     out.usage = usageOf(final.usage);
     out.finish = final.status;
   } else if (mode === "plain") {
-    const resp = await client.responses.create({ model: "coder", user, input: "run the slow build" });
+    const resp = await client.responses.create({ model: "coder", user, input: prompt });
     out.ids.push(resp.id);
     out.text = resp.output_text;
     out.finish = resp.status;

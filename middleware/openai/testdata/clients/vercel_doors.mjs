@@ -12,6 +12,9 @@ import { generateText, streamText } from "ai";
 // The output is the JSON line alone: the SDK's warnings would go to it.
 globalThis.AI_SDK_LOG_WARNINGS = false;
 const [door, mode] = process.argv.slice(2);
+// PROMPT and QUICK_PROMPT (the first of two turns) default to the matrix's.
+const prompt = process.env.PROMPT ?? "run the slow build";
+
 const [user, chat] = process.env.AGENTBOX_USER.split(":");
 const headers = { "X-Agentbox-User": user, "X-Agentbox-Chat": chat };
 let model;
@@ -22,7 +25,7 @@ if (door === "responses") {
 } else {
   throw new Error(`unknown door ${door}; use responses or messages`);
 }
-const opts = { model, prompt: "run the slow build", maxOutputTokens: 1024 };
+const opts = { model, prompt: prompt, maxOutputTokens: 1024 };
 const usageOf = (u) => (u ? { prompt: u.inputTokens, completion: u.outputTokens, total: u.totalTokens } : null);
 
 const out = { text: "", usage: null, finish: null, parts: 0, spreadMs: 0, error: null };
