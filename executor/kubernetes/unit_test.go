@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/executortest"
 )
 
 func unitExecutor(t *testing.T, o Options) *Executor {
@@ -143,4 +144,14 @@ func TestChatKeyDistinct(t *testing.T) {
 	assert.NotEqual(t, chatKey("ab", "c"), chatKey("a", "bc"))
 	assert.Len(t, chatKey("u", "c"), 24)
 	assert.True(t, strings.HasPrefix(claimName("u", "c"), "abx-ws-"))
+}
+
+// TestPlanTakesTheTable: plan's defaults and bounds are executor's table,
+// refused with the table's messages.
+func TestPlanTakesTheTable(t *testing.T) {
+	e := unitExecutor(t, Options{Image: "img:1"})
+	executortest.RunSpecTable(t, func(s executor.Spec) (executor.Spec, error) {
+		p, err := e.plan(s, time.Now())
+		return p.spec, err
+	})
 }
