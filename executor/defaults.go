@@ -150,7 +150,7 @@ func bound[T int64 | float64 | time.Duration](field, key string, v *T, def, lo, 
 		*v = def
 	}
 	switch {
-	case !(*v >= lo):
+	case *v < lo || math.IsNaN(float64(*v)):
 		return fmt.Errorf("spec: %s %v is below the minimum of %s%s; use at least %s (sandbox.%s), or 0 for the default %s; negative is not unlimited: %w", field, *v, show(lo), why, show(lo), key, show(def), ErrInvalid)
 	case hi != 0 && *v > hi:
 		return fmt.Errorf("spec: %s %v is above the maximum of %s; use at most %s (sandbox.%s): %w", field, *v, show(hi), show(hi), key, ErrInvalid)

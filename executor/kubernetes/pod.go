@@ -80,19 +80,23 @@ func (e *Executor) plan(spec executor.Spec, now time.Time) (plan, error) {
 	return p, nil
 }
 
-// Capabilities implements executor.Executor: pods have no network but the
-// helper's relays, the node's process limit, the RuntimeClass of the
-// Options, and the pod's helper as quota watchdog.
-func (e *Executor) Capabilities() executor.Capabilities {
+// Capabilities implements executor.Executor (Options.Capabilities).
+func (e *Executor) Capabilities() executor.Capabilities { return e.o.Capabilities() }
+
+// Capabilities are what an executor with these options declares, known
+// before New: pods have no network but the helper's relays, the node's
+// process limit, the RuntimeClass of the Options, and the pod's helper as
+// quota watchdog unless QuotaInterval turns it off.
+func (o Options) Capabilities() executor.Capabilities {
 	c := executor.Capabilities{Backend: "kubernetes", Quota: executor.QuotaWatchdog, Keep: true,
-		Egress: e.o.EgressPort > 0, ModelRelay: e.o.ModelPort > 0, HostListener: true, Restore: true,
+		Egress: o.EgressPort >= 0, ModelRelay: o.ModelPort >= 0, HostListener: true, Restore: true,
 		Why: map[string]string{
 			executor.KeyPids:    "a pod's process limit is its node's kubelet podPidsLimit; set that to the limit you want",
 			executor.KeyRuntime: "select runtimes with Options.RuntimeClassName",
 			executor.KeyNetwork: "the model and egress reach the gateway through the helper's relays",
 			executor.KeyEgress:  "Options.EgressPort turns the relay off; leave it 0 for the default",
 		}}
-	if e.o.QuotaInterval < 0 {
+	if o.QuotaInterval < 0 {
 		c.Quota = executor.QuotaVolume
 	}
 	return c

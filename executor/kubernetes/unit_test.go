@@ -155,3 +155,18 @@ func TestPlanTakesTheTable(t *testing.T) {
 		return p.spec, err
 	})
 }
+
+// TestCapabilities: what pods honour, declared without a cluster; the
+// Options say it before New (middleware's TestStartupRefusals uses that).
+func TestCapabilities(t *testing.T) {
+	caps := unitExecutor(t, Options{Image: "img:1"}).Capabilities()
+	assert.Equal(t, Options{}.Capabilities(), caps)
+	assert.Equal(t, "kubernetes", caps.Backend)
+	assert.False(t, caps.Pids, "pods take the node's podPidsLimit")
+	assert.True(t, caps.Keep && caps.HostListener && caps.ModelRelay && caps.Egress && caps.Restore)
+	assert.Empty(t, caps.Runtimes, "the RuntimeClass is the Options'")
+	assert.Equal(t, executor.QuotaWatchdog, caps.Quota)
+	off := unitExecutor(t, Options{Image: "img:1", QuotaInterval: -1, EgressPort: -1, ModelPort: -1}).Capabilities()
+	assert.Equal(t, executor.QuotaVolume, off.Quota)
+	assert.False(t, off.Egress || off.ModelRelay)
+}
