@@ -319,7 +319,7 @@ func (r *run) home() string {
 // chat.
 func (r *run) writeFiles(ctx context.Context, files map[string][]byte, what string) error {
 	write := r.sb.WriteFile
-	if rs, ok := r.sb.(executor.Restorer); ok && r.o.caps.Restore {
+	if rs, ok := r.sb.(executor.Restorer); r.o.caps.Restore && ok {
 		write = rs.RestoreFile
 	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
