@@ -94,6 +94,7 @@ func TestPlanRefuses(t *testing.T) {
 		"runtime":      {UserID: "u", ChatID: "c", Runtime: "runsc"},
 		"root user":    {UserID: "u", ChatID: "c", User: "0:0"},
 		"env no equal": {UserID: "u", ChatID: "c", Env: []string{"X"}},
+		"pids set":     {UserID: "u", ChatID: "c", PidsLimit: 512},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := e.plan(spec, time.Now())
