@@ -105,6 +105,8 @@ type Orchestrator struct {
 	log     hclog.Logger
 	runners map[string]executor.Runner
 	exec    executor.Executor
+	caps    executor.Capabilities // the executor's, taken at New
+	prober  executor.EnvironmentProber
 	models  ModelRouter
 	memory  *hooks.ChatMemory
 	leases  *executor.Leases
@@ -266,14 +268,22 @@ func (o *Orchestrator) provision(ctx context.Context) error {
 	return nil
 }
 
-// validate checks that every sandboxed assistant names a known runner and
-// has an image, reporting every problem at once.
+// validate checks that every sandboxed assistant names a known runner,
+// has an image and asks for nothing the executor's capabilities or the
+// model router cannot honour, reporting every problem at once.
 func (o *Orchestrator) validate(ctx context.Context) error {
 	list, err := o.opts.Catalog.List(ctx)
 	if err != nil {
 		return fmt.Errorf("middleware: list the assistants: %w", err)
 	}
 	var errs []error
+	o.caps = o.exec.Capabilities()
+	if o.caps.Environment {
+		var ok bool
+		if o.prober, ok = o.exec.(executor.EnvironmentProber); !ok {
+			errs = append(errs, fmt.Errorf("the %s executor declares environment snapshots and does not implement executor.EnvironmentProber; fix its Capabilities", o.caps.Backend))
+		}
+	}
 	for _, a := range list {
 		if a == nil || a.Sandbox == nil {
 			continue
@@ -290,11 +300,32 @@ func (o *Orchestrator) validate(ctx context.Context) error {
 		if o.opts.Egress == nil && a.Sandbox.Egress != nil {
 			errs = append(errs, fmt.Errorf("assistant %q: it has sandbox.egress, and the Orchestrator has no Options.Egress; pass middleware/modelroute's NewEgress", a.ID))
 		}
+		errs = append(errs, o.validateCapabilities(a)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("middleware: %w", err)
 	}
 	return nil
+}
+
+// validateCapabilities refuses what a's sandbox asks of the executor and
+// the model router that they do not declare they can do.
+func (o *Orchestrator) validateCapabilities(a *Assistant) []error {
+	spec := a.Sandbox.Spec
+	spec.Egress = spec.Egress || a.Sandbox.Egress != nil
+	errs := o.caps.Check(spec)
+	if spec.IdleTTL > 0 && !o.caps.Keep {
+		errs = append(errs, fmt.Errorf("sandbox.%s %q: the %s backend cannot keep a sandbox between requests; use policy %q: %w", executor.KeyPolicy, "session", o.caps.Backend, "request", executor.ErrInvalid))
+	}
+	if o.models != nil && !a.Sandbox.DirectModel {
+		errs = append(errs, o.models.Validate(a, o.caps))
+	}
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = fmt.Errorf("assistant %q: %w", a.ID, err)
+		}
+	}
+	return errs
 }
 
 func (o *Orchestrator) runnerNames() []string {

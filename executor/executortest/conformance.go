@@ -34,7 +34,8 @@ import (
 // is idempotent and Exec after it fails with ErrNotRunning; the workspace
 // survives Close and the next sandbox of the chat sees it; a second Create
 // on a leased chat fails with ErrBusy after LeaseWait; creates on
-// different chats run in parallel.
+// different chats run in parallel; what Capabilities declares holds (its
+// sandboxes implement the optional interfaces it names).
 func RunConformance(t *testing.T, newExecutor func(t *testing.T) executor.Executor, spec executor.Spec) {
 	t.Helper()
 	ex := newExecutor(t)
@@ -48,6 +49,7 @@ func RunConformance(t *testing.T, newExecutor func(t *testing.T) executor.Execut
 		run  func(t *testing.T)
 	}{
 		{"Create", suite.create},
+		{"Capabilities", suite.capabilities},
 		{"ExecEcho", suite.execEcho},
 		{"ExecStdin", suite.execStdin},
 		{"ExecEnv", suite.execEnv},
@@ -125,6 +127,32 @@ func (c *conformance) create(t *testing.T) {
 	sb := c.open(t, c.chat(t))
 	assert.NotEmpty(t, sb.ID())
 	assert.Equal(t, executor.ContainerWorkdir, sb.Workdir())
+}
+
+// capabilities: what the executor declares, its sandboxes do.
+func (c *conformance) capabilities(t *testing.T) {
+	caps := c.ex.Capabilities()
+	assert.NotEmpty(t, caps.Backend, "Capabilities names the backend")
+	t0 := time.Now()
+	sb := c.open(t, c.chat(t))
+	assert.True(t, sb.Deadline().After(t0), "the sandbox ends after it started")
+	if _, ok := sb.(executor.Keeper); caps.Keep {
+		assert.True(t, ok, "Keep: its sandboxes implement executor.Keeper")
+	}
+	if relay, ok := sb.(executor.ModelRelay); caps.ModelRelay {
+		require.True(t, ok, "ModelRelay: its sandboxes implement executor.ModelRelay")
+		assert.NotEmpty(t, relay.ModelBaseURL())
+	}
+	if _, ok := sb.(executor.HostListener); caps.HostListener {
+		assert.True(t, ok, "HostListener: its sandboxes implement executor.HostListener")
+		assert.Empty(t, sb.HostDir(), "HostListener: its sandboxes have no host directory")
+	}
+	if _, ok := sb.(executor.Restorer); caps.Restore {
+		assert.True(t, ok, "Restore: its sandboxes implement executor.Restorer")
+	}
+	if _, ok := c.ex.(executor.EnvironmentProber); caps.Environment {
+		assert.True(t, ok, "Environment: it implements executor.EnvironmentProber")
+	}
 }
 
 func (c *conformance) execEcho(t *testing.T) {

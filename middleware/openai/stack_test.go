@@ -129,7 +129,10 @@ var metered = route{usage: executor.Usage{InputTokens: 7, OutputTokens: 3}}
 
 // route is a ModelRouter whose routes point at a fixed address and meter
 // a fixed usage.
-type route struct{ usage executor.Usage }
+type route struct {
+	scripted.NoPreStart
+	usage executor.Usage
+}
 
 func (r route) Open(context.Context, executor.Sandbox, *middleware.Assistant) (middleware.ModelRoute, error) {
 	return r, nil
