@@ -263,22 +263,11 @@ var sandboxOptions = []option{
 			}
 			s.sb.MemoryBytes = b
 		}},
-	{Key: executor.KeyDisk, Type: "size", Default: formatSize(DefaultDiskBytes), Doc: "disk quota of the chat's workspace: no file in the sandbox grows past it, and the gateway's quota mode (-quota, agentbox.Options.Quota) bounds the total: by default a watchdog stops a run over it; in loop mode (Docker) the workspace is a filesystem image where writes fail with \"no space left on device\"; the local executor caps each file only. A number with k, m or g, at least " + formatSize(minDiskBytes) + ". A workspace shared by assistants keeps the largest quota asked for",
+	{Key: executor.KeyDisk, Type: "size", Default: formatSize(DefaultDiskBytes), Doc: "disk quota of the chat's workspace: no file in the sandbox grows past it, and the gateway's quota mode (-quota, docker.Options.Quota in agentbox.Options.Backend) bounds the total: by default a watchdog stops a run over it; in loop mode (Docker) the workspace is a filesystem image where writes fail with \"no space left on device\"; the local executor caps each file only. A number with k, m or g, at least " + formatSize(minDiskBytes) + ". A workspace shared by assistants keeps the largest quota asked for",
 		decode: func(s *sandboxDecoder, n *node, path string) {
-			v, ok := s.str(n, path, `"2g"`)
-			if !ok {
-				return
+			if b, ok := s.size(n, path, minDiskBytes, "a quota is never unlimited"); ok {
+				s.sb.DiskBytes = b
 			}
-			b, err := parseSize(v)
-			if err != nil {
-				s.errorf(n, path, `use a number with k, m or g, e.g. "2g"`, "%q is not a size", v)
-				return
-			}
-			if b < minDiskBytes {
-				s.errorf(n, path, fmt.Sprintf("use at least %q; a quota is never unlimited", formatSize(minDiskBytes)), "%q is below the minimum", v)
-				return
-			}
-			s.sb.DiskBytes = b
 		}},
 	{Key: executor.KeyInodes, Type: "integer", Default: strconv.FormatInt(DefaultInodes, 10) + " (one per 8 KiB of a smaller max_disk)", Doc: fmt.Sprintf("how many files and directories the chat's workspace may hold, %d to one per KiB of max_disk (0 and -1, \"unlimited\", are refused); the local executor bounds no file count, nor the kubernetes one with its quota watchdog off, and they refuse a value other than the default at start-up", minInodes),
 		decode: func(s *sandboxDecoder, n *node, path string) {
@@ -408,11 +397,75 @@ var sandboxOptions = []option{
 		decode: func(s *sandboxDecoder, n *node, path string) { s.egress(n, path) }},
 	{Key: "arguments", Type: "object", Default: "{}", Doc: "command-specific arguments, see Commands",
 		decode: func(s *sandboxDecoder, n *node, path string) { s.arguments(n, path) }},
+	{Key: "checkpoints", Type: "bool or object", Default: fmt.Sprintf("true: max %d, max_bytes %s", executor.DefaultCheckpoints, formatSize(executor.DefaultCheckpointBytes)),
+		Doc: fmt.Sprintf("checkpoints of the chat's workspace, one at the chat's start and one at the end of every turn, kept where no sandbox reaches; "+
+			"when a request's history returns to an earlier point (a regenerated answer, an edited turn) the workspace is put back to that point's checkpoint before the run; "+
+			"false turns them off; `{\"max\": 20, \"max_bytes\": \"1g\"}` bounds them per workspace (max 1 to %d, max_bytes at least %s), the oldest going first. "+
+			"The docker (but not in loop quota mode) and local backends keep them", maxCheckpoints, formatSize(minCheckpointBytes)),
+		decode: func(s *sandboxDecoder, n *node, path string) { s.checkpoints(n, path) }},
 	{Key: "budget", Type: "object", Default: "calls 4*max_turns+10 (210), tokens 2000000, wall = timeout",
 		Doc: fmt.Sprintf("per-request model budget the gateway's model proxy enforces: `{\"calls\": 50, \"tokens\": 1000000, \"wall\": \"5m\"}`; "+
 			"calls 1 to %d model calls, tokens %d to %d (input + output + cache), wall a duration up to timeout; an unset key keeps its default; "+
 			"a call over budget is refused with an error naming the budget", maxBudgetCalls, minBudgetTokens, int64(maxBudgetTokens)),
 		decode: func(s *sandboxDecoder, n *node, path string) { s.budget(n, path) }},
+}
+
+// Bounds of sandbox.checkpoints.
+const (
+	maxCheckpoints           = 1000
+	minCheckpointBytes int64 = 16 << 20
+)
+
+// checkpoints decodes sandbox.checkpoints: a boolean, or an object of
+// bounds.
+func (s *sandboxDecoder) checkpoints(n *node, path string) {
+	if n.kind == kindBool {
+		if v, ok := s.boolean(n, path); ok {
+			s.sb.Checkpoints.Off = !v
+		}
+		return
+	}
+	if !s.object(n, path, []string{"max", "max_bytes"}) {
+		return
+	}
+	for _, m := range n.members {
+		p := joinPath(path, m.key)
+		switch m.key {
+		case "max":
+			v, ok := s.integer(m.val, p, "20")
+			if !ok {
+				continue
+			}
+			if v < 1 || v > maxCheckpoints {
+				s.errorf(m.val, p, fmt.Sprintf("use a whole number from 1 to %d, e.g. 20", maxCheckpoints), "%d is out of range", v)
+				continue
+			}
+			s.sb.Checkpoints.Max = int(v)
+		case "max_bytes":
+			if v, ok := s.size(m.val, p, minCheckpointBytes, "a bound is never unlimited"); ok {
+				s.sb.Checkpoints.MaxBytes = v
+			}
+		}
+	}
+}
+
+// size decodes a size of at least min ("2g"); never says, below min,
+// that it is never unlimited.
+func (s *sandboxDecoder) size(n *node, path string, min int64, never string) (int64, bool) {
+	v, ok := s.str(n, path, `"2g"`)
+	if !ok {
+		return 0, false
+	}
+	b, err := parseSize(v)
+	if err != nil {
+		s.errorf(n, path, `use a number with k, m or g, e.g. "2g"`, "%q is not a size", v)
+		return 0, false
+	}
+	if b < min {
+		s.errorf(n, path, fmt.Sprintf("use at least %q; %s", formatSize(min), never), "%q is below the minimum", v)
+		return 0, false
+	}
+	return b, true
 }
 
 // budget decodes sandbox.budget.

@@ -48,6 +48,8 @@ type Capabilities struct {
 	Restore bool
 	// Environment: the Executor implements EnvironmentProber.
 	Environment bool
+	// Checkpoints: the Executor implements Checkpointer.
+	Checkpoints bool
 	// Pool is how many started sandboxes are kept ahead per configuration
 	// (0: none).
 	Pool int

@@ -72,6 +72,9 @@ type Sandbox struct {
 	// 0 means the executor's default. The stdout is parsed as it streams,
 	// so a large cap costs no memory.
 	MaxOutput int64
+	// Checkpoints configure the checkpoints of the assistant's
+	// workspaces (sandbox.checkpoints): Off, or bounds per workspace.
+	Checkpoints Checkpoints
 	// Run is the template of the runner's request: SystemPrompt, Model,
 	// Arguments, MCPConfig and AllowedTools are taken from it; Messages,
 	// Workdir, Home, ModelBaseURL and APIKey are set per request.

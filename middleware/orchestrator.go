@@ -91,6 +91,11 @@ type Options struct {
 	// memory only. Use the executor's DataDir/client-sandboxes; the
 	// directory must not be reachable from any sandbox.
 	SandboxDir string
+	// Checkpoints are the gateway's defaults for the workspaces'
+	// checkpoints (middleware/checkpoints.go): on wherever the executor
+	// keeps them (Capabilities.Checkpoints) unless Off; an assistant's own
+	// bounds win field by field.
+	Checkpoints Checkpoints
 	// Admission bounds the sandboxed requests in flight and queues the
 	// rest fairly across users (the zero value derives its bounds from
 	// this machine; see Admission).
@@ -106,13 +111,15 @@ type Orchestrator struct {
 	runners map[string]executor.Runner
 	exec    executor.Executor
 	caps    executor.Capabilities // the executor's, taken at New
-	prober  executor.EnvironmentProber
-	models  ModelRouter
-	memory  *hooks.ChatMemory
-	leases  *executor.Leases
-	adm     *admission // nil: admission control is off
-	tel     *telemetry
-	pool    *warmPool // kept session containers
+	// checkpoints is the executor's Checkpointer (Capabilities.Checkpoints).
+	checkpoints executor.Checkpointer
+	prober      executor.EnvironmentProber
+	models      ModelRouter
+	memory      *hooks.ChatMemory
+	leases      *executor.Leases
+	adm         *admission // nil: admission control is off
+	tel         *telemetry
+	pool        *warmPool // kept session containers
 	// sandboxes are the client-owned sandboxes (sandboxes.go).
 	sandboxes *sandboxRegistry
 	// bg counts the runs' work after their responses (teardowns) and the
@@ -278,6 +285,14 @@ func (o *Orchestrator) validate(ctx context.Context) error {
 	}
 	var errs []error
 	o.caps = o.exec.Capabilities()
+	if o.caps.Checkpoints {
+		var ok bool
+		if o.checkpoints, ok = o.exec.(executor.Checkpointer); !ok {
+			errs = append(errs, fmt.Errorf("the %s executor declares checkpoints and does not implement executor.Checkpointer; fix its Capabilities", o.caps.Backend))
+		}
+	} else if !o.opts.Checkpoints.Off {
+		o.log.Info("workspace checkpoints: the backend keeps none; a chat's files do not follow its history back", "backend", o.caps.Backend)
+	}
 	if o.caps.Environment {
 		var ok bool
 		if o.prober, ok = o.exec.(executor.EnvironmentProber); !ok {
@@ -319,6 +334,12 @@ func (o *Orchestrator) validateCapabilities(a *Assistant) []error {
 	}
 	if o.models != nil && !a.Sandbox.DirectModel {
 		errs = append(errs, o.models.Validate(a, o.caps))
+	}
+	if b := a.Sandbox.Checkpoints; !o.caps.Checkpoints && !b.Off && b.Bounds != (executor.CheckpointBounds{}) {
+		// Bounds set for checkpoints this backend never takes would have
+		// no effect; the default (on, where the backend keeps them) is
+		// said once at start-up instead.
+		errs = append(errs, fmt.Errorf("sandbox.checkpoints: the %s backend keeps no workspace checkpoints; remove sandbox.checkpoints or set it to false: %w", o.caps.Backend, executor.ErrInvalid))
 	}
 	for i, err := range errs {
 		if err != nil {

@@ -62,6 +62,10 @@ func (r *run) acquire(ctx context.Context) (release func(outcome error), err err
 		free() // after the teardown: the slot covers the container
 		unlease()
 	}
+	// Before the sandbox starts, with no agent process in the workspace:
+	// it follows the request's history back when that returns to an
+	// earlier point.
+	r.rewind(ctx)
 	r.enter("container_start")
 	return release, r.start(ctx)
 }
@@ -172,10 +176,12 @@ func (r *run) windUp(ctx context.Context, err error) {
 	if r.answered {
 		r.saveSession(ctx, r.session, r.answer)
 	}
-	if r.keepable(err) && r.keep(ctx) {
-		return
+	if !r.keepable(err) || !r.keep(ctx) {
+		r.teardown(ctx)
 	}
-	r.teardown(ctx)
+	// No agent process runs now: the container is gone, or kept after
+	// its reset.
+	r.checkpointTurn(ctx)
 }
 
 // teardown closes the sandbox (windUp has closed the run's routes) on a

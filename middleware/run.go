@@ -79,6 +79,9 @@ type run struct {
 	// environment is the summary appended to the system prompt ("" for
 	// none; see environment.go).
 	environment string
+	// checkpoint is the workspace checkpoint the run started from (nil
+	// without checkpoints), for the hooks.
+	checkpoint *hooks.Checkpoint
 	// egress is the run's egress proxy (nil without sandbox.egress).
 	egress io.Closer
 	// budgetStop is the budget that stopped the model route's traffic,
@@ -344,6 +347,7 @@ func (r *run) createHook(ctx context.Context) ([]executor.Message, error) {
 		ChatMemory: r.o.memory.For(r.req.UserID, r.req.ChatID),
 		Logger:     r.log.Named("hooks"),
 		Options:    opts,
+		Checkpoint: r.checkpoint,
 	}
 	if r.a.Hooks == nil || !r.a.Hooks.HasCreate() {
 		return r.req.Messages, nil

@@ -14,27 +14,21 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/executor"
+
 	"golang.org/x/sys/unix"
 )
 
-// Result is what a Restore changed in the workspace.
-type Result struct {
-	// Written counts the files, links and directories written; Removed
-	// the paths removed (a directory with what it held counts once);
-	// Bytes the bytes of the files written.
-	Written, Removed int
-	Bytes            int64
-}
+// Result is what a Restore changed in the workspace: the files, links
+// and directories written, the paths removed (a directory with what it
+// held counts once), the bytes of the files written.
+type Result = executor.RestoreInfo
 
 // Restore makes the workspace at ws (a host directory) what checkpoint id
 // holds, without following a link in it, and records id as the parent of
 // the next checkpoint. Run it while no agent process runs in the
 // workspace. Files and directories it makes belong to Options.UID/GID.
 func (s *Store) Restore(ctx context.Context, ws, id string) (Result, error) {
-	target, err := s.Manifest(id)
-	if err != nil {
-		return Result{}, err
-	}
 	var known map[string]*Entry // the newest checkpoint: what unchanged files hold
 	if latest, ok, err := s.Latest(); err != nil {
 		return Result{}, err
@@ -44,6 +38,26 @@ func (s *Store) Restore(ctx context.Context, ws, id string) (Result, error) {
 			return Result{}, err
 		}
 		known = index(m)
+	}
+	res, err := s.restore(ctx, ws, id, known)
+	if err != nil {
+		return res, err
+	}
+	return res, s.setHead(id)
+}
+
+// restoreInto makes ws, a workspace that is not this Store's (a fork's),
+// checkpoint id's; the Store's head stays.
+func (s *Store) restoreInto(ctx context.Context, ws, id string) (Result, error) {
+	return s.restore(ctx, ws, id, nil)
+}
+
+// restore makes ws checkpoint id's; known are the entries whose stat tells
+// what an unchanged file of ws holds.
+func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*Entry) (Result, error) {
+	target, err := s.Manifest(id)
+	if err != nil {
+		return Result{}, err
 	}
 	root, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -104,7 +118,7 @@ func (s *Store) Restore(ctx context.Context, ws, id string) (Result, error) {
 			return r.res, err
 		}
 	}
-	return r.res, s.setHead(id)
+	return r.res, nil
 }
 
 // scan lists the workspace's entries with their stat (no content).

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/executor"
 )
 
 // Defaults of Options.
@@ -96,18 +98,9 @@ type Manifest struct {
 	Bytes, NewBytes int64
 }
 
-// Summary is a checkpoint without its entries, for listings.
-type Summary struct {
-	ID       string    `json:"id"`
-	Parent   string    `json:"parent,omitempty"`
-	Label    string    `json:"label,omitempty"`
-	Created  time.Time `json:"created"`
-	Files    int       `json:"files"`
-	Bytes    int64     `json:"bytes"`
-	Changed  int       `json:"changed"`
-	NewBytes int64     `json:"new_bytes"`
-	Skipped  int       `json:"skipped,omitempty"`
-}
+// Summary is a checkpoint without its entries, for listings: the
+// executor's CheckpointInfo.
+type Summary = executor.CheckpointInfo
 
 func (m *Manifest) summary() Summary {
 	return Summary{ID: m.ID, Parent: m.Parent, Label: m.Label, Created: m.Created, Files: m.Files, Bytes: m.Bytes,

@@ -58,6 +58,9 @@ const (
 // walk takes every entry below the directory ws.
 func (t *taker) walk(ws string) error {
 	fd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil // a chat's start, before its workspace is made: empty
+	}
 	if err != nil {
 		return fmt.Errorf("checkpoint: open the workspace %s: %w", ws, err)
 	}

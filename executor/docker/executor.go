@@ -47,8 +47,9 @@ type Executor struct {
 	// noHostKill turns the host-side kill path off (tests of the script).
 	noHostKill bool
 
-	env  envSnapshots // environment snapshots (environment.go)
-	caps executor.Capabilities
+	env          envSnapshots // environment snapshots (environment.go)
+	caps         executor.Capabilities
+	*checkpoints // the workspaces' checkpoints (checkpoints.go)
 
 	pool    *pool // nil without Options.Pool
 	rec     *reconciler
@@ -105,6 +106,8 @@ func (e *Executor) capabilities() executor.Capabilities {
 		Why: map[string]string{executor.KeyRuntime: "register it with the Docker daemon, e.g. runsc for gVisor"}}
 	if e.quota.mode() == QuotaLoop {
 		c.Quota = executor.QuotaFilesystem
+	} else {
+		c.Checkpoints = true
 	}
 	switch {
 	case !helper:
@@ -159,6 +162,11 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		_ = e.inst.Close()
 		_ = root.Close()
 		return nil, err
+	}
+	if e.checkpoints, err = e.newCheckpoints(); err != nil {
+		_ = e.inst.Close()
+		_ = root.Close()
+		return nil, fmt.Errorf("docker executor: %w", err)
 	}
 	e.caps = e.capabilities()
 	e.sweepPools()

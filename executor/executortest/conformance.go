@@ -65,6 +65,7 @@ func RunConformance(t *testing.T, newExecutor func(t *testing.T) executor.Execut
 		{"PathEscapes", suite.pathEscapes},
 		{"Close", suite.close},
 		{"WorkspaceSurvivesClose", suite.workspaceSurvives},
+		{"Checkpoints", suite.checkpoints},
 		{"LeaseBusy", suite.leaseBusy},
 		{"ParallelCreates", suite.parallelCreates},
 	} {
@@ -153,6 +154,66 @@ func (c *conformance) capabilities(t *testing.T) {
 	if _, ok := c.ex.(executor.EnvironmentProber); caps.Environment {
 		assert.True(t, ok, "Environment: it implements executor.EnvironmentProber")
 	}
+	if _, ok := c.ex.(executor.Checkpointer); caps.Checkpoints {
+		assert.True(t, ok, "Checkpoints: it implements executor.Checkpointer")
+	}
+}
+
+// checkpoints: a backend that keeps checkpoints takes a workspace between
+// sandboxes, puts it back over what a later sandbox changed, forks it into
+// another chat's empty workspace, and refuses an unknown checkpoint.
+func (c *conformance) checkpoints(t *testing.T) {
+	cp, ok := c.ex.(executor.Checkpointer)
+	if !c.ex.Capabilities().Checkpoints || !ok {
+		t.Skip("the backend keeps no checkpoints")
+	}
+	ctx := context.Background()
+	spec := c.chat(t)
+	user, chat := spec.UserID, spec.ChatID
+	b := executor.CheckpointBounds{}
+	start, err := cp.TakeCheckpoint(ctx, user, chat, "start", b)
+	require.NoError(t, err, "a chat's start, before its workspace exists")
+	assert.Zero(t, start.Files)
+
+	first := c.open(t, spec)
+	require.NoError(t, first.WriteFile(ctx, "a.txt", []byte("v1")))
+	require.NoError(t, first.Close(ctx))
+	turn1, err := cp.TakeCheckpoint(ctx, user, chat, "turn 1", b)
+	require.NoError(t, err)
+	assert.Equal(t, 1, turn1.Files)
+
+	second := c.open(t, spec)
+	require.NoError(t, second.WriteFile(ctx, "a.txt", []byte("v2")))
+	require.NoError(t, second.WriteFile(ctx, "b.txt", []byte("b")))
+	require.NoError(t, second.Close(ctx))
+	_, err = cp.TakeCheckpoint(ctx, user, chat, "turn 2", b)
+	require.NoError(t, err)
+
+	res, err := cp.RestoreCheckpoint(ctx, user, chat, turn1.ID)
+	require.NoError(t, err)
+	assert.Positive(t, res.Written+res.Removed)
+	list, head, err := cp.Checkpoints(ctx, user, chat)
+	require.NoError(t, err)
+	assert.Len(t, list, 3)
+	assert.Equal(t, turn1.ID, head, "the workspace was last restored to turn 1")
+	third := c.open(t, spec)
+	got, err := third.ReadFile(ctx, "a.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "v1", string(got))
+	_, err = third.ReadFile(ctx, "b.txt")
+	assert.ErrorIs(t, err, executor.ErrNotFound)
+	require.NoError(t, third.Close(ctx))
+
+	fork := c.chat(t)
+	_, err = cp.ForkCheckpoint(ctx, user, chat, turn1.ID, fork.UserID, fork.ChatID, b)
+	require.NoError(t, err)
+	forked := c.open(t, fork)
+	got, err = forked.ReadFile(ctx, "a.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "v1", string(got), "the fork starts from the checkpoint")
+
+	_, err = cp.RestoreCheckpoint(ctx, user, chat, "ck_0000000000000deadbeef0")
+	assert.ErrorIs(t, err, executor.ErrNotFound)
 }
 
 func (c *conformance) execEcho(t *testing.T) {

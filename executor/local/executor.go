@@ -34,7 +34,8 @@ type Executor struct {
 	env     executor.Environment
 	envErr  error
 
-	sandboxes *executor.Registry[*Sandbox] // by sandbox id
+	sandboxes    *executor.Registry[*Sandbox] // by sandbox id
+	*checkpoints                              // the workspaces' checkpoints (checkpoints.go)
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -84,6 +85,10 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		o: o, logger: o.Logger, bwrap: tools.bwrap, prlimit: tools.prlimit, helperBin: helperBin, cgroups: cg,
 		leases: executor.NewLeases(), root: root, sandboxes: executor.NewRegistry[*Sandbox](),
 	}
+	if e.checkpoints, err = e.newCheckpoints(); err != nil {
+		_ = root.Close()
+		return nil, fmt.Errorf("local executor: %w", err)
+	}
 	e.logger.Info("local executor ready (bubblewrap, no container)", "bwrap", tools.bwrap, "data", o.DataDir,
 		"sandbox_uid", sandboxUID(DefaultUID), "limits", cg.describe(), "cgroup_note", why)
 	e.logger.Info("workspace quota: per file only",
@@ -121,7 +126,7 @@ func (e *Executor) newPlan(spec executor.Spec) (plan, error) {
 // runtime, no keeping, and a quota that caps each file.
 func (e *Executor) Capabilities() executor.Capabilities {
 	return executor.Capabilities{Backend: "local", Pids: true, Quota: executor.QuotaPerFile,
-		ModelRelay: e.o.ModelPort > 0, Restore: true, Environment: true,
+		ModelRelay: e.o.ModelPort > 0, Restore: true, Environment: true, Checkpoints: true,
 		Why: map[string]string{executor.KeyRuntime: "bubblewrap runs no OCI runtime; use the docker backend for one"}}
 }
 
