@@ -3,6 +3,8 @@ package middleware
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/executor"
@@ -17,14 +19,19 @@ import (
 // path, once no agent process runs (the container removed, or kept after
 // its reset). A turn's checkpoint is labelled with the hash of the
 // conversation it ended (conversationChain: the client's messages and the
-// answer the client got), the chat's start with chatStart.
+// answer the client got) and its length, the chat's start with
+// chatStart.
 //
 // A request whose history returns to an earlier point (a regenerated
 // answer, an edited turn, a branch after an earlier answer: the kept
 // history is everything but its last user message) has its workspace put
 // back to the checkpoint of that point, before its sandbox starts and
 // before the Create hook runs; a kept container's pre-started CLI is
-// discarded when files changed under it. Where that checkpoint is gone
+// discarded when files changed under it. One user message alone returns
+// to the chat's start only once the chat's conversation was longer than
+// one exchange: a client that sends no history looks the same as an edit
+// of the first message, and its workspace is carried over as before.
+// Where that checkpoint is gone
 // (evicted, or the chat predates checkpoints), the request runs on the
 // current files and says so: an EventSandbox "checkpoint_missing" and a
 // log line.
@@ -127,6 +134,16 @@ func (r *run) rewind(ctx context.Context) {
 		return
 	}
 	target := findLabel(list, want)
+	if want == chatStart && depthOf(labelOf(list, head)) <= 2 {
+		// One user message on a chat whose last turn ended a one-exchange
+		// conversation: an edit of the first message, or a client that
+		// sends no history (each request one message, the workspace
+		// carried over, as before checkpoints). They look the same, so
+		// the workspace stays; a client that sends histories is told
+		// apart once its conversation is longer.
+		r.checkpoint = &hooks.Checkpoint{ID: head, Label: labelOf(list, head)}
+		return
+	}
 	switch target {
 	case "":
 		r.log.Info("the history returns to a point whose workspace checkpoint is gone (evicted, or from before checkpoints); the request runs on the current files",
@@ -169,8 +186,7 @@ func (r *run) checkpointTurn(ctx context.Context) {
 	label := unanswered
 	if r.answered {
 		conv := append(r.req.Messages[:len(r.req.Messages):len(r.req.Messages)], executor.Message{Role: "assistant", Content: r.answer})
-		chain := conversationChain(conv)
-		label = chain[len(chain)-1]
+		label = conversationLabel(conversationChain(conv))
 	}
 	if r.client != nil {
 		label = r.req.ChatID + ":" + label
@@ -200,7 +216,24 @@ func keptLabel(msgs []executor.Message) string {
 	if len(chain) == 0 {
 		return chatStart
 	}
-	return chain[len(chain)-1]
+	return conversationLabel(chain)
+}
+
+// conversationLabel labels the checkpoint that ends the conversation of
+// chain: its length (user and assistant messages) and its hash.
+func conversationLabel(chain []string) string {
+	return strconv.Itoa(len(chain)) + ":" + chain[len(chain)-1]
+}
+
+// depthOf is how many messages the conversation a label ends holds, 0
+// for the chat's start and for labels without one.
+func depthOf(label string) int {
+	n, _, ok := strings.Cut(label, ":")
+	if !ok {
+		return 0
+	}
+	d, _ := strconv.Atoi(n)
+	return d
 }
 
 // findLabel is the newest checkpoint of list labelled label, or "".

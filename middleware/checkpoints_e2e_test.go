@@ -153,6 +153,15 @@ func TestE2EWorkspaceFollowsTheConversation(t *testing.T) {
 			if idle > 0 {
 				assert.Contains(t, env.logs.String(), "pre_started=true", "the session policy's container was kept")
 			}
+
+			// A client that sends no history (one message a request)
+			// keeps its workspace from request to request, as before
+			// checkpoints: its second message is not an edit of its
+			// first.
+			env.ask(t, "nohistory", turn1)
+			carried := env.ask(t, "nohistory", turn3)
+			assert.Contains(t, carried, "v1", "the workspace is carried over")
+			assert.Equal(t, 2, strings.Count(env.logs.String(), "the workspace follows the history back"), "and not rewound")
 		})
 	}
 }
