@@ -3,6 +3,8 @@ package middleware
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -254,4 +256,234 @@ func labelOf(list []executor.CheckpointInfo, id string) string {
 		}
 	}
 	return ""
+}
+
+// The explicit API: a client lists, restores and forks the checkpoints of
+// its chats and client sandboxes (middleware/openai serves it over HTTP).
+// Each call takes the place's lease as a request does, so that it never
+// meets a run, and a restore first removes the place's kept container,
+// whose processes and pre-started CLI saw the files it replaces.
+
+// CheckpointManager is the explicit checkpoint API an adapter serves (the
+// Orchestrator is one).
+type CheckpointManager interface {
+	Checkpoints(ctx context.Context, user, chat, sandbox string) (CheckpointList, error)
+	RestoreCheckpoint(ctx context.Context, user, chat, sandbox, id string) (executor.RestoreInfo, error)
+	ForkChat(ctx context.Context, user, from, id, to string) (executor.CheckpointInfo, error)
+	ForkSandbox(ctx context.Context, user, from, id string, count int, c SandboxCreate) ([]ClientSandbox, error)
+}
+
+var _ CheckpointManager = (*Orchestrator)(nil)
+
+// CheckpointList is a place's checkpoints, oldest first, and the one its
+// workspace was last taken as or put back to.
+type CheckpointList struct {
+	Checkpoints []executor.CheckpointInfo
+	Head        string
+}
+
+// MaxForks bounds the client sandboxes one ForkSandbox makes.
+const MaxForks = 16
+
+// checkpointPlace is the place of a user's chat, or of their client
+// sandbox when sandbox is set, with the assistant whose bounds apply
+// (nil for a chat: any of the chat's assistants may have checkpointed it).
+func (o *Orchestrator) checkpointPlace(ctx context.Context, user, chat, sandbox string) (chatID, *Assistant, error) {
+	if o.checkpoints == nil || o.opts.Checkpoints.Off {
+		return chatID{}, nil, &Error{Kind: KindBadRequest, Message: fmt.Sprintf("this gateway keeps no workspace checkpoints (the %s backend, or Options.Checkpoints.Off)", o.caps.Backend)}
+	}
+	if err := executor.ValidateID("user", user); err != nil {
+		return chatID{}, nil, &Error{Kind: KindBadRequest, Param: "user", Err: err, Message: "a valid user id is needed: " + unwrapMessage(err)}
+	}
+	if sandbox == "" {
+		if err := executor.ValidateID("chat", chat); err != nil {
+			return chatID{}, nil, &Error{Kind: KindBadRequest, Param: "chat", Err: err, Message: "a valid chat id is needed: " + unwrapMessage(err)}
+		}
+		if isSandboxChat(chat) {
+			return chatID{}, nil, &Error{Kind: KindBadRequest, Param: "chat", Message: "name the client sandbox instead of its workspace key"}
+		}
+		return chatID{user, chat}, nil, nil
+	}
+	s, a, err := o.checkpointPlaceSandbox(ctx, user, sandbox)
+	if err != nil {
+		return chatID{}, nil, err
+	}
+	return s.place(), inSandbox(a, s), nil
+}
+
+// checkpointError classifies a Checkpointer's error.
+func checkpointError(err error, id string) error {
+	switch {
+	case errors.Is(err, executor.ErrNotFound):
+		return &Error{Kind: KindNotFound, Param: "checkpoint", Err: err, Message: fmt.Sprintf("there is no checkpoint %q here (never taken, or evicted); list them with GET .../checkpoints", id)}
+	case errors.Is(err, executor.ErrBusy):
+		return Errorf(KindBusy, err, "the workspace is busy with a request; wait for it to finish and send again")
+	case errors.Is(err, executor.ErrNoSpace):
+		return Errorf(KindBadRequest, err, "the checkpoint does not fit its bounds; raise sandbox.checkpoints.max_bytes")
+	case errors.Is(err, executor.ErrInvalid):
+		return Errorf(KindBadRequest, err, "%s", unwrapMessage(err))
+	}
+	return Errorf(KindInternal, err, "the checkpoint call failed; the gateway's log has the details")
+}
+
+// Checkpoints lists the checkpoints of user's chat, or of their client
+// sandbox when sandbox is set.
+func (o *Orchestrator) Checkpoints(ctx context.Context, user, chat, sandbox string) (CheckpointList, error) {
+	place, _, err := o.checkpointPlace(ctx, user, chat, sandbox)
+	if err != nil {
+		return CheckpointList{}, err
+	}
+	list, head, err := o.checkpoints.Checkpoints(ctx, place.user, place.chat)
+	if err != nil {
+		return CheckpointList{}, checkpointError(err, "")
+	}
+	return CheckpointList{Checkpoints: list, Head: head}, nil
+}
+
+// RestoreCheckpoint puts the workspace of user's chat (or client sandbox)
+// back to checkpoint id, under the place's lease, after removing its kept
+// container.
+func (o *Orchestrator) RestoreCheckpoint(ctx context.Context, user, chat, sandbox, id string) (executor.RestoreInfo, error) {
+	place, _, err := o.checkpointPlace(ctx, user, chat, sandbox)
+	if err != nil {
+		return executor.RestoreInfo{}, err
+	}
+	release, err := o.leases.Acquire(ctx, place.key(), executor.DefaultLeaseWait)
+	if err != nil {
+		return executor.RestoreInfo{}, checkpointError(err, id)
+	}
+	defer release()
+	if e := o.pool.take(place); e != nil {
+		o.removeWarm(e, "its workspace is restored to a checkpoint")
+	}
+	res, err := o.checkpoints.RestoreCheckpoint(ctx, place.user, place.chat, id)
+	if err != nil {
+		return res, checkpointError(err, id)
+	}
+	o.log.Info("workspace restored to a checkpoint", "user", user, "chat", chat, "sandbox", sandbox, "checkpoint", id, "written", res.Written, "removed", res.Removed)
+	return res, nil
+}
+
+// ForkChat makes the workspace of user's new chat to start from
+// checkpoint id of their chat from ("" for its newest), and returns the
+// fork's first checkpoint. The new chat's first request starts a new agent
+// session; its history, if it sends the one it forked, reaches the agent
+// as its earlier turns.
+func (o *Orchestrator) ForkChat(ctx context.Context, user, from, id, to string) (executor.CheckpointInfo, error) {
+	src, _, err := o.checkpointPlace(ctx, user, from, "")
+	if err != nil {
+		return executor.CheckpointInfo{}, err
+	}
+	dst, _, err := o.checkpointPlace(ctx, user, to, "")
+	if err != nil {
+		return executor.CheckpointInfo{}, err
+	}
+	return o.fork(ctx, src, dst, id, o.opts.Checkpoints.Bounds)
+}
+
+// ForkSandbox makes count client sandboxes of user (1 to MaxForks; c
+// configures them, its ID taken as the first one's and the others'
+// suffixed -2, -3, ...; empty: generated) whose workspaces start from
+// checkpoint id of their sandbox from ("" for its newest).
+func (o *Orchestrator) ForkSandbox(ctx context.Context, user, from, id string, count int, c SandboxCreate) ([]ClientSandbox, error) {
+	src, a, err := o.checkpointPlace(ctx, user, "", from)
+	if err != nil {
+		return nil, err
+	}
+	if count < 1 || count > MaxForks {
+		return nil, &Error{Kind: KindBadRequest, Param: "count", Message: fmt.Sprintf("count %d is out of range; fork 1 to %d sandboxes at once", count, MaxForks)}
+	}
+	c.Assistant = a.ID
+	prewarm := c.Prewarm
+	c.Prewarm = false // the fork fills the workspace first
+	var made []ClientSandbox
+	undo := func() {
+		for _, sb := range made {
+			_ = o.DeleteSandbox(context.WithoutCancel(ctx), user, sb.ID)
+		}
+	}
+	base := c.ID
+	for i := range count {
+		ci := c
+		if base != "" && i > 0 {
+			ci.ID = fmt.Sprintf("%s-%d", base, i+1)
+		}
+		sb, err := o.CreateSandbox(ctx, user, ci)
+		if err != nil {
+			undo()
+			return nil, err
+		}
+		made = append(made, sb)
+		dst, _, err := o.checkpointPlace(ctx, user, "", sb.ID)
+		if err == nil {
+			_, err = o.fork(ctx, src, dst, id, a.Sandbox.Checkpoints.Bounds)
+		}
+		if err != nil {
+			undo()
+			return nil, err
+		}
+	}
+	if prewarm {
+		for i, sb := range made {
+			s, a2, err := o.checkpointPlaceSandbox(ctx, user, sb.ID)
+			if err == nil {
+				err = o.prewarm(ctx, s, a2)
+			}
+			if err != nil {
+				undo()
+				return nil, err
+			}
+			made[i], _ = o.Sandbox(user, sb.ID)
+		}
+	}
+	return made, nil
+}
+
+// checkpointPlaceSandbox is user's client sandbox id's record and its
+// assistant.
+func (o *Orchestrator) checkpointPlaceSandbox(ctx context.Context, user, id string) (*clientSandbox, *Assistant, error) {
+	reg := o.sandboxes
+	reg.mu.Lock()
+	s := reg.byUser[user][id]
+	reg.mu.Unlock()
+	if s == nil {
+		return nil, nil, errNoSandbox(id)
+	}
+	a, err := o.opts.Catalog.Lookup(ctx, s.Assistant)
+	if err != nil {
+		return nil, nil, Errorf(KindConfig, err, "the sandbox's assistant %q cannot be loaded; the gateway's log has the details", s.Assistant)
+	}
+	return s, a, nil
+}
+
+// fork makes dst's workspace checkpoint id of src ("" for src's newest),
+// under both places' leases.
+func (o *Orchestrator) fork(ctx context.Context, src, dst chatID, id string, b executor.CheckpointBounds) (executor.CheckpointInfo, error) {
+	if src == dst {
+		return executor.CheckpointInfo{}, &Error{Kind: KindBadRequest, Param: "chat", Message: "a fork needs a new chat; name one that is not the one forked"}
+	}
+	// Both leases in one order (by key), so that two forks between the
+	// same places in opposite directions cannot wait on each other.
+	keys := []string{src.key(), dst.key()}
+	slices.Sort(keys)
+	for _, k := range keys {
+		release, err := o.leases.Acquire(ctx, k, executor.DefaultLeaseWait)
+		if err != nil {
+			return executor.CheckpointInfo{}, checkpointError(err, id)
+		}
+		defer release()
+	}
+	if id == "" {
+		list, _, err := o.checkpoints.Checkpoints(ctx, src.user, src.chat)
+		if err != nil || len(list) == 0 {
+			return executor.CheckpointInfo{}, &Error{Kind: KindNotFound, Param: "checkpoint", Message: "there is no checkpoint to fork from yet; send a request first"}
+		}
+		id = list[len(list)-1].ID
+	}
+	info, err := o.checkpoints.ForkCheckpoint(ctx, src.user, src.chat, id, dst.user, dst.chat, b)
+	if err != nil {
+		return info, checkpointError(err, id)
+	}
+	o.log.Info("workspace forked from a checkpoint", "user", src.user, "from", src.chat, "to", dst.chat, "checkpoint", id)
+	return info, nil
 }
