@@ -175,7 +175,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s.http = o.HTTP
 	s.http.Handler, s.http.Catalog, s.http.Logger = s.Orchestrator.Handler(), cat, log.Named("http")
-	s.http.Environments, s.http.Sandboxes = s.Orchestrator, s.Orchestrator
+	s.http.Environments, s.http.Sandboxes, s.http.Checkpoints = s.Orchestrator, s.Orchestrator, s.Orchestrator
 	return s, nil
 }
 

@@ -28,6 +28,10 @@ type Checkpointer interface {
 	ForkCheckpoint(ctx context.Context, user, chat, id, toUser, toChat string, b CheckpointBounds) (CheckpointInfo, error)
 }
 
+// ForkLabelPrefix begins the label of a fork's first checkpoint
+// (ForkCheckpoint): the prefix and the id of the checkpoint it forked.
+const ForkLabelPrefix = "fork:"
+
 // CheckpointBounds bound one place's checkpoints: their count and the
 // disk they take (0: the defaults, DefaultCheckpoints and
 // DefaultCheckpointBytes).

@@ -130,6 +130,18 @@ func (r *run) rewind(ctx context.Context) {
 		r.checkpoint = &hooks.Checkpoint{ID: info.ID, Label: info.Label}
 		return
 	}
+	if r.client == nil && len(list) == 1 && strings.HasPrefix(list[0].Label, executor.ForkLabelPrefix) && want != list[0].Label {
+		// A forked chat's first request: its files are the fork's, and
+		// its history, whatever it is, is where they stand. Labelled so,
+		// a later regenerate of this turn finds them.
+		info, err := cp.TakeCheckpoint(ctx, r.place.user, r.place.chat, want, r.checkpointBounds())
+		if err != nil {
+			r.log.Warn("the forked chat's start could not be checkpointed", "error", err)
+			return
+		}
+		r.checkpoint = &hooks.Checkpoint{ID: info.ID, Label: info.Label}
+		return
+	}
 	if r.client != nil {
 		// Shared by the sandbox's chats: no history rewinds it.
 		r.checkpoint = &hooks.Checkpoint{ID: head, Label: labelOf(list, head)}
@@ -278,8 +290,40 @@ var _ CheckpointManager = (*Orchestrator)(nil)
 // CheckpointList is a place's checkpoints, oldest first, and the one its
 // workspace was last taken as or put back to.
 type CheckpointList struct {
-	Checkpoints []executor.CheckpointInfo
+	Checkpoints []Checkpoint
 	Head        string
+}
+
+// Checkpoint is one checkpoint as the API lists it: what the store says,
+// and what its label says about the conversation it ended.
+type Checkpoint struct {
+	executor.CheckpointInfo
+	// Turn is how many answered turns the conversation it ended holds: 0
+	// for a chat's start and a fork's first checkpoint.
+	Turn int
+	// Chat is, in a client sandbox, the chat whose turn it ended.
+	Chat string
+	// Answered is false for a turn that ended without an answer.
+	Answered bool
+}
+
+// describe reads what a checkpoint's label says (see checkpointTurn; user
+// and chat ids hold no ':', so the label splits cleanly).
+func describe(info executor.CheckpointInfo, sandbox bool) Checkpoint {
+	c := Checkpoint{CheckpointInfo: info}
+	label := info.Label
+	if label == chatStart || strings.HasPrefix(label, executor.ForkLabelPrefix) {
+		return c
+	}
+	if sandbox {
+		c.Chat, label, _ = strings.Cut(label, ":")
+	}
+	if label == unanswered {
+		return c
+	}
+	c.Answered = true
+	c.Turn = (depthOf(label) + 1) / 2
+	return c
 }
 
 // MaxForks bounds the client sandboxes one ForkSandbox makes.
@@ -337,7 +381,11 @@ func (o *Orchestrator) Checkpoints(ctx context.Context, user, chat, sandbox stri
 	if err != nil {
 		return CheckpointList{}, checkpointError(err, "")
 	}
-	return CheckpointList{Checkpoints: list, Head: head}, nil
+	out := CheckpointList{Checkpoints: make([]Checkpoint, len(list)), Head: head}
+	for i, c := range list {
+		out.Checkpoints[i] = describe(c, sandbox != "")
+	}
+	return out, nil
 }
 
 // RestoreCheckpoint puts the workspace of user's chat (or client sandbox)

@@ -1,7 +1,11 @@
 package middleware_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -41,6 +45,7 @@ func cmdAgent(r *scriptedapi.Request) scriptedapi.Turn {
 // checkpointE2E is the whole stack (HTTP adapter, Orchestrator, Docker,
 // the real CLI) with cmdAgent, the assistant's policy given by idle.
 type checkpointE2E struct {
+	url    string
 	client sdk.Client
 	o      *middleware.Orchestrator
 	logs   *testenv.SyncBuffer
@@ -79,10 +84,11 @@ func newCheckpointE2E(t *testing.T, idle time.Duration) *checkpointE2E {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, env.o.Close()) })
-	s, err := openai.New(openai.Options{Handler: middleware.Chain(middleware.UnknownAssistant, env.o.Wrap), Catalog: cat, Sandboxes: env.o})
+	s, err := openai.New(openai.Options{Handler: middleware.Chain(middleware.UnknownAssistant, env.o.Wrap), Catalog: cat, Sandboxes: env.o, Checkpoints: env.o})
 	require.NoError(t, err)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
+	env.url = srv.URL
 	env.client = sdk.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	return env
 }
@@ -162,6 +168,112 @@ func TestE2EWorkspaceFollowsTheConversation(t *testing.T) {
 			carried := env.ask(t, "nohistory", turn3)
 			assert.Contains(t, carried, "v1", "the workspace is carried over")
 			assert.Equal(t, 2, strings.Count(env.logs.String(), "the workspace follows the history back"), "and not rewound")
+		})
+	}
+}
+
+// askIn sends one message to user's client sandbox sb.
+func (env *checkpointE2E) askIn(t *testing.T, sb, msg string) string {
+	t.Helper()
+	comp, err := env.client.Chat.Completions.New(context.Background(), sdk.ChatCompletionNewParams{
+		Model: "coder", Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage(msg)}},
+		option.WithHeader("X-Agentbox-User", "alice"), option.WithHeader("X-Agentbox-Sandbox", sb),
+		option.WithHeader("X-Agentbox-Chat", "work"))
+	require.NoError(t, err)
+	require.NoError(t, env.o.Settle(context.Background()))
+	return comp.Choices[0].Message.Content
+}
+
+// call sends an API request as user and decodes its JSON answer.
+func (env *checkpointE2E) call(t *testing.T, user, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, env.url+path, bytes.NewBufferString(body))
+	require.NoError(t, err)
+	req.Header.Set("X-Agentbox-User", user)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var v map[string]any
+	require.NoError(t, json.Unmarshal(raw, &v), "%s %s: %s", method, path, raw)
+	return resp.StatusCode, v
+}
+
+// checkpointOfTurn is the id of the checkpoint listed at path whose turn
+// is turn.
+func (env *checkpointE2E) checkpointOfTurn(t *testing.T, path string, turn int) string {
+	t.Helper()
+	code, list := env.call(t, "alice", http.MethodGet, path, "")
+	require.Equal(t, http.StatusOK, code, "%v", list)
+	for _, c := range list["data"].([]any) {
+		c := c.(map[string]any)
+		if c["answered"] == true && int(c["turn"].(float64)) == turn {
+			return c["id"].(string)
+		}
+	}
+	require.FailNow(t, "no checkpoint of the turn", "turn %d in %v", turn, list)
+	return ""
+}
+
+// TestE2ECheckpointAPI is issue 34's explicit API through the HTTP
+// adapter with the real CLI, on both policies: a client sandbox's
+// checkpoints are listed, forked twice at once from turn 1's (each fork
+// finds turn 1's files, the original keeps its own) and restored; a chat
+// is forked into a new chat whose first request (with the history up to
+// the fork) finds the fork's files; another user sees none of it.
+func TestE2ECheckpointAPI(t *testing.T) {
+	for name, idle := range map[string]time.Duration{"request policy": 0, "session policy": 10 * time.Minute} {
+		t.Run(name, func(t *testing.T) {
+			env := newCheckpointE2E(t, idle)
+			code, sb := env.call(t, "alice", http.MethodPost, "/v1/sandboxes", `{"model": "coder", "id": "sb"}`)
+			require.Equal(t, http.StatusCreated, code, "%v", sb)
+			env.askIn(t, "sb", turn1)
+			env.askIn(t, "sb", turn2)
+			turn1ID := env.checkpointOfTurn(t, "/v1/sandboxes/sb/checkpoints", 1)
+
+			code, forks := env.call(t, "alice", http.MethodPost, "/v1/sandboxes/sb/fork",
+				`{"checkpoint": "`+turn1ID+`", "count": 2, "id": "fk", "tags": {"from": "sb"}}`)
+			require.Equal(t, http.StatusCreated, code, "%v", forks)
+			require.Len(t, forks["data"], 2)
+			for _, id := range []string{"fk", "fk-2"} {
+				got := env.askIn(t, id, turn3)
+				assert.Contains(t, got, "v1", "fork %s starts from turn 1's a.txt", id)
+				assert.Contains(t, got, "No such file", "and without turn 2's b.txt")
+			}
+			orig := env.askIn(t, "sb", turn3)
+			assert.Contains(t, orig, "v2", "the forked sandbox keeps its own files")
+			assert.NotContains(t, orig, "No such file")
+
+			code, res := env.call(t, "alice", http.MethodPost, "/v1/sandboxes/sb/checkpoints/"+turn1ID+"/restore", "")
+			require.Equal(t, http.StatusOK, code, "%v", res)
+			back := env.askIn(t, "sb", turn3)
+			assert.Contains(t, back, "v1", "restored to turn 1's a.txt")
+			assert.Contains(t, back, "No such file", "and turn 2's b.txt is gone")
+
+			// A chat forked at its turn 1 into a new chat.
+			a1 := env.ask(t, "c", turn1)
+			a2 := env.ask(t, "c", turn1, a1, turn2)
+			chatTurn1 := env.checkpointOfTurn(t, "/v1/chats/c/checkpoints", 1)
+			code, ck := env.call(t, "alice", http.MethodPost, "/v1/chats/c/fork", `{"chat": "c2", "checkpoint": "`+chatTurn1+`"}`)
+			require.Equal(t, http.StatusCreated, code, "%v", ck)
+			got := env.ask(t, "c2", turn1, a1, turn3)
+			assert.Contains(t, got, "v1", "the forked chat finds turn 1's a.txt")
+			assert.Contains(t, got, "No such file", "and no b.txt")
+			assert.NotContains(t, env.logs.String(), "checkpoint is gone", "a fork's first request is not a missing checkpoint")
+			again := env.ask(t, "c", turn1, a1, turn2, a2, turn3)
+			assert.Contains(t, again, "v2", "the forked chat keeps its own files")
+
+			// Another user sees none of alice's.
+			code, list := env.call(t, "bob", http.MethodGet, "/v1/chats/c/checkpoints", "")
+			require.Equal(t, http.StatusOK, code, "%v", list)
+			assert.Empty(t, list["data"], "bob's chat c is not alice's")
+			code, e := env.call(t, "bob", http.MethodGet, "/v1/sandboxes/sb/checkpoints", "")
+			assert.Equal(t, http.StatusNotFound, code, "%v", e)
+			code, e = env.call(t, "bob", http.MethodPost, "/v1/sandboxes/sb/fork", `{}`)
+			assert.Equal(t, http.StatusNotFound, code, "%v", e)
+			code, e = env.call(t, "bob", http.MethodPost, "/v1/chats/c/checkpoints/"+chatTurn1+"/restore", "")
+			assert.Equal(t, http.StatusNotFound, code, "bob cannot restore alice's checkpoint into his chat: %v", e)
 		})
 	}
 }

@@ -163,7 +163,7 @@ func (h *Host) fork(ctx context.Context, user, chat, id, toUser, toChat string, 
 	if _, err := from.restoreInto(ctx, ws, id); err != nil {
 		return executor.CheckpointInfo{}, mapErr(err)
 	}
-	m, err := to.Take(ctx, ws, "fork:"+id)
+	m, err := to.Take(ctx, ws, executor.ForkLabelPrefix+id)
 	if err != nil {
 		return executor.CheckpointInfo{}, mapErr(err)
 	}

@@ -67,6 +67,13 @@ func (s *Server) sandboxUser(w http.ResponseWriter, r *http.Request) (string, bo
 		s.noRoute(w, r)
 		return "", false
 	}
+	return s.apiUser(w, r)
+}
+
+// apiUser is the request's user for the sandbox and checkpoint APIs: the
+// authenticated one, else the X-Agentbox-User header's; false when the
+// request is answered already (no valid user).
+func (s *Server) apiUser(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if e := checkHeaders(r.Header); e != nil {
 		writeError(w, e)
 		return "", false
@@ -137,14 +144,10 @@ func (s *Server) sandboxes(w http.ResponseWriter, r *http.Request) {
 			writeError(w, badRequest("model", "model is missing; name the sandboxed assistant the sandbox is for"))
 			return
 		}
-		var ttl time.Duration
-		if c.TTLSeconds != nil {
-			if *c.TTLSeconds <= 0 || *c.TTLSeconds > float64(middleware.MaxSandboxTTL/time.Second) {
-				writeError(w, badRequest("ttl_seconds", "ttl_seconds %v is out of range; use %v to %v seconds", *c.TTLSeconds,
-					middleware.MinSandboxTTL.Seconds(), middleware.MaxSandboxTTL.Seconds()))
-				return
-			}
-			ttl = time.Duration(*c.TTLSeconds * float64(time.Second))
+		ttl, e := sandboxTTL(c.TTLSeconds)
+		if e != nil {
+			writeError(w, e)
+			return
 		}
 		sb, cerr := s.opts.Sandboxes.CreateSandbox(r.Context(), user, middleware.SandboxCreate{
 			ID: c.ID, Assistant: c.Model, TTL: ttl, Tags: c.Tags, Prewarm: c.Prewarm})

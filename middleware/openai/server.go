@@ -79,6 +79,11 @@ type Options struct {
 	// Without it those paths are 404 (or Next's) and a named sandbox is
 	// refused.
 	Sandboxes middleware.SandboxManager
+	// Checkpoints, when set, serves the checkpoint API of the user's chats
+	// (/v1/chats/{chat}/checkpoints, .../restore, /v1/chats/{chat}/fork)
+	// and, with Sandboxes, of their client sandboxes (see checkpoints.go;
+	// the Orchestrator is one). Without it those paths are 404 (or Next's).
+	Checkpoints middleware.CheckpointManager
 	// ResponseTTL is how long a response of POST /v1/responses created
 	// with "store": true (the default) can be read back (GET
 	// /v1/responses/{id}) and continued (previous_response_id): default
@@ -152,6 +157,12 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("/v1/sandboxes", s.sandboxes)
 	s.mux.HandleFunc("/v1/sandboxes/{id}", s.sandbox)
 	s.mux.HandleFunc("/v1/sandboxes/{id}/heartbeat", s.sandbox)
+	s.mux.HandleFunc("/v1/sandboxes/{id}/checkpoints", s.sandboxCheckpoints)
+	s.mux.HandleFunc("/v1/sandboxes/{id}/checkpoints/{checkpoint}/restore", s.sandboxCheckpoints)
+	s.mux.HandleFunc("/v1/sandboxes/{id}/fork", s.forkSandbox)
+	s.mux.HandleFunc("/v1/chats/{chat}/checkpoints", s.chatCheckpoints)
+	s.mux.HandleFunc("/v1/chats/{chat}/checkpoints/{checkpoint}/restore", s.chatCheckpoints)
+	s.mux.HandleFunc("/v1/chats/{chat}/fork", s.forkChat)
 	for _, p := range guardedPaths {
 		s.mux.HandleFunc(p, s.guarded)
 	}

@@ -69,9 +69,15 @@ func post(t testing.TB, srv *httptest.Server, body string, headers ...string) *r
 // a name given twice is sent twice) and reads the response.
 func postTo(t testing.TB, srv *httptest.Server, path, body string, headers ...string) *reply {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+	return sendTo(t, srv, http.MethodPost, path, body, append([]string{"Content-Type", "application/json"}, headers...)...)
+}
+
+// sendTo sends a request with method, body and headers (as postTo's) to
+// path and reads the response.
+func sendTo(t testing.TB, srv *httptest.Server, method, path, body string, headers ...string) *reply {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Add(headers[i], headers[i+1])
 	}
