@@ -45,13 +45,14 @@ func cmdAgent(r *scriptedapi.Request) scriptedapi.Turn {
 // checkpointE2E is the whole stack (HTTP adapter, Orchestrator, Docker,
 // the real CLI) with cmdAgent, the assistant's policy given by idle.
 type checkpointE2E struct {
+	data   string // the backend's data directory
 	url    string
 	client sdk.Client
 	o      *middleware.Orchestrator
 	logs   *testenv.SyncBuffer
 }
 
-func newCheckpointE2E(t *testing.T, idle time.Duration) *checkpointE2E {
+func newCheckpointE2E(t *testing.T, idle time.Duration, tweak ...func(*middleware.Assistant)) *checkpointE2E {
 	t.Helper()
 	img := testenv.RequireImage(t)
 	bin := testenv.HelperBinary(t)
@@ -65,9 +66,12 @@ func newCheckpointE2E(t *testing.T, idle time.Duration) *checkpointE2E {
 		Run:       executor.RunRequest{Model: "claude-sonnet-4-6", Arguments: map[string]any{"permission_mode": "acceptEdits", "max_turns": 10}},
 		Connector: middleware.Connector{Upstream: api.URL, Key: connectorKey},
 	}}
+	for _, f := range tweak {
+		f(coder)
+	}
 	cat, err := middleware.NewCatalog(coder)
 	require.NoError(t, err)
-	env := &checkpointE2E{logs: &testenv.SyncBuffer{}}
+	env := &checkpointE2E{data: data, logs: &testenv.SyncBuffer{}}
 	env.o, err = middleware.New(context.Background(), middleware.Options{
 		Catalog: cat,
 		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
@@ -97,7 +101,13 @@ func newCheckpointE2E(t *testing.T, idle time.Duration) *checkpointE2E {
 // returns the answer once the turn's checkpoint is taken.
 func (env *checkpointE2E) ask(t *testing.T, chat string, msgs ...string) string {
 	t.Helper()
-	p := sdk.ChatCompletionNewParams{Model: "coder", User: sdk.String("alice:" + chat)}
+	return env.askAs(t, "alice", chat, msgs...)
+}
+
+// askAs is ask for user.
+func (env *checkpointE2E) askAs(t *testing.T, user, chat string, msgs ...string) string {
+	t.Helper()
+	p := sdk.ChatCompletionNewParams{Model: "coder", User: sdk.String(user + ":" + chat)}
 	for i, m := range msgs {
 		if i%2 == 0 {
 			p.Messages = append(p.Messages, sdk.UserMessage(m))
