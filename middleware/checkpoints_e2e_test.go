@@ -52,7 +52,7 @@ type checkpointE2E struct {
 	logs   *testenv.SyncBuffer
 }
 
-func newCheckpointE2E(t *testing.T, idle time.Duration, tweak ...func(*middleware.Assistant)) *checkpointE2E {
+func newCheckpointE2E(t testing.TB, idle time.Duration, tweak ...func(*middleware.Assistant)) *checkpointE2E {
 	t.Helper()
 	img := testenv.RequireImage(t)
 	bin := testenv.HelperBinary(t)
@@ -99,13 +99,13 @@ func newCheckpointE2E(t *testing.T, idle time.Duration, tweak ...func(*middlewar
 
 // ask sends the conversation (user first, alternating) for user:chat and
 // returns the answer once the turn's checkpoint is taken.
-func (env *checkpointE2E) ask(t *testing.T, chat string, msgs ...string) string {
+func (env *checkpointE2E) ask(t testing.TB, chat string, msgs ...string) string {
 	t.Helper()
 	return env.askAs(t, "alice", chat, msgs...)
 }
 
 // askAs is ask for user.
-func (env *checkpointE2E) askAs(t *testing.T, user, chat string, msgs ...string) string {
+func (env *checkpointE2E) askAs(t testing.TB, user, chat string, msgs ...string) string {
 	t.Helper()
 	p := sdk.ChatCompletionNewParams{Model: "coder", User: sdk.String(user + ":" + chat)}
 	for i, m := range msgs {
