@@ -65,7 +65,7 @@ func TestDoorsOverASilentRun(t *testing.T) {
 		t.Skip("-short: the doors' runs wait through a 60 s silence")
 	}
 	var scripts []string
-	for _, f := range []string{"responses_client.mjs", "anthropic_client.mjs", "vercel_doors.mjs"} {
+	for _, f := range []string{"responses_client.mjs", "anthropic_client.mjs", "vercel_doors.mjs", "vercel_observe.mjs"} {
 		scripts = append(scripts, filepath.Join("..", "..", "middleware", "openai", "testdata", "clients", f))
 	}
 	nodeDir := testenv.NodePackage(t, "clients", filepath.Join("..", "..", "middleware", "openai", "testdata", "clients"), scripts...)

@@ -236,7 +236,7 @@ func TestRealClientsOverASilentRun(t *testing.T) {
 	nodeDir, needNode := "", ""
 	if _, err := exec.LookPath("node"); err == nil || testenv.InCI() {
 		var scripts []string
-		for _, f := range []string{"openai_client.mjs", "vercel_client.mjs", "responses_client.mjs", "anthropic_client.mjs", "vercel_doors.mjs"} {
+		for _, f := range []string{"openai_client.mjs", "vercel_client.mjs", "responses_client.mjs", "anthropic_client.mjs", "vercel_doors.mjs", "vercel_observe.mjs"} {
 			scripts = append(scripts, filepath.Join("testdata", "clients", f))
 		}
 		nodeDir = testenv.NodePackage(t, "clients", filepath.Join("testdata", "clients"), scripts...)

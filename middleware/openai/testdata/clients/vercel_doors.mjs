@@ -4,10 +4,10 @@
 // vercel_doors.mjs responses|messages stream|plain, with BASE_URL (the
 // adapter's /v1) and AGENTBOX_USER ("<user>:<chat>") set; the ids travel
 // in the X-Agentbox-* headers. It prints one JSON object of
-// observations; the Go test asserts on them.
+// observations (vercel_observe.mjs).
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateText, streamText } from "ai";
+import { observe } from "./vercel_observe.mjs";
 
 // The output is the JSON line alone: the SDK's warnings would go to it.
 globalThis.AI_SDK_LOG_WARNINGS = false;
@@ -26,34 +26,4 @@ if (door === "responses") {
   throw new Error(`unknown door ${door}; use responses or messages`);
 }
 const opts = { model, prompt: prompt, maxOutputTokens: 1024 };
-const usageOf = (u) => (u ? { prompt: u.inputTokens, completion: u.outputTokens, total: u.totalTokens } : null);
-
-const out = { text: "", usage: null, finish: null, parts: 0, spreadMs: 0, error: null };
-try {
-  if (mode === "stream") {
-    // streamText reports errors to onError instead of throwing them.
-    const errors = [];
-    const result = streamText({ ...opts, onError: ({ error }) => errors.push(String(error?.stack ?? error)) });
-    let first = 0;
-    for await (const piece of result.textStream) {
-      if (piece === "") continue;
-      out.text += piece;
-      out.parts++;
-      first ||= Date.now();
-      out.spreadMs = Date.now() - first;
-    }
-    out.usage = usageOf(await result.usage);
-    out.finish = await result.finishReason;
-    if (errors.length > 0) out.error = errors.join("; ");
-  } else if (mode === "plain") {
-    const result = await generateText(opts);
-    out.text = result.text;
-    out.usage = usageOf(result.usage);
-    out.finish = result.finishReason;
-  } else {
-    throw new Error(`unknown mode ${mode}; use stream or plain`);
-  }
-} catch (e) {
-  out.error = `${e.constructor.name}: ${e.message}`;
-}
-console.log(JSON.stringify(out));
+await observe(mode, opts);
