@@ -64,12 +64,20 @@ func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*En
 		return Result{}, fmt.Errorf("checkpoint: open the workspace %s: %w", ws, err)
 	}
 	defer func() { _ = unix.Close(root) }()
-	cur, err := scan(ctx, root)
+	cur, special, err := scan(ctx, root)
 	if err != nil {
 		return Result{}, err
 	}
 	r := &restorer{s: s, ctx: ctx, root: root, buf: make([]byte, copyBuf), cachedFD: -1}
 	defer r.uncache()
+	// FIFOs, devices and sockets are in no checkpoint, so none is in
+	// the one restored.
+	for _, p := range special {
+		if err := r.remove(p, false); err != nil {
+			return r.res, err
+		}
+		r.res.Removed++
+	}
 	want := index(target)
 	// Removals: what the checkpoint lacks, or has as another kind. A
 	// directory goes with what it holds, so its entries are skipped.
@@ -121,18 +129,23 @@ func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*En
 	return r.res, nil
 }
 
-// scan lists the workspace's entries with their stat (no content).
-func scan(ctx context.Context, root int) (map[string]*Entry, error) {
+// scan lists the workspace's entries with their stat (no content), and
+// the paths of its FIFOs, devices and sockets.
+func scan(ctx context.Context, root int) (map[string]*Entry, []string, error) {
 	m := &Manifest{}
 	t := &taker{ctx: ctx, m: m, s: &Store{}, scanOnly: true}
 	dup, err := unix.Dup(root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := t.walkFD(dup); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return index(m), nil
+	special := make([]string, len(m.Skipped))
+	for i, sk := range m.Skipped {
+		special[i] = sk.Path
+	}
+	return index(m), special, nil
 }
 
 // restorer is one Restore's writing.

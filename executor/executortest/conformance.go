@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -35,7 +37,10 @@ import (
 // survives Close and the next sandbox of the chat sees it; a second Create
 // on a leased chat fails with ErrBusy after LeaseWait; creates on
 // different chats run in parallel; what Capabilities declares holds (its
-// sandboxes implement the optional interfaces it names).
+// sandboxes implement the optional interfaces it names); with
+// Capabilities.Checkpoints, checkpoints round-trip, fork, and hold against
+// what an agent leaves (links to outside planted over checkpointed files,
+// FIFOs, odd names, modes it changed).
 func RunConformance(t *testing.T, newExecutor func(t *testing.T) executor.Executor, spec executor.Spec) {
 	t.Helper()
 	ex := newExecutor(t)
@@ -66,6 +71,7 @@ func RunConformance(t *testing.T, newExecutor func(t *testing.T) executor.Execut
 		{"Close", suite.close},
 		{"WorkspaceSurvivesClose", suite.workspaceSurvives},
 		{"Checkpoints", suite.checkpoints},
+		{"CheckpointsHostile", suite.checkpointsHostile},
 		{"LeaseBusy", suite.leaseBusy},
 		{"ParallelCreates", suite.parallelCreates},
 	} {
@@ -214,6 +220,68 @@ func (c *conformance) checkpoints(t *testing.T) {
 
 	_, err = cp.RestoreCheckpoint(ctx, user, chat, "ck_0000000000000deadbeef0")
 	assert.ErrorIs(t, err, executor.ErrNotFound)
+}
+
+// checkpointsHostile: the agent (a shell in the sandbox) leaves what a
+// checkpoint must keep (a name with a newline, unicode, a 255-byte name, a
+// file and a directory it made mode 000) or skip (a FIFO), then replaces
+// a checkpointed directory and file with links to a directory outside the
+// workspace. The links' checkpoint keeps them as links, the restore puts
+// the real ones back without writing through them, and the outside
+// directory is as it was.
+func (c *conformance) checkpointsHostile(t *testing.T) {
+	cp, ok := c.ex.(executor.Checkpointer)
+	if !c.ex.Capabilities().Checkpoints || !ok {
+		t.Skip("the backend keeps no checkpoints")
+	}
+	ctx := context.Background()
+	spec := c.chat(t)
+	user, chat := spec.UserID, spec.ChatID
+	b := executor.CheckpointBounds{}
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "victim"), []byte("safe"), 0o644))
+	long := strings.Repeat("n", 255)
+
+	sb := c.open(t, spec)
+	_, errOut, res, err := run(t, sb, &executor.Cmd{Args: []string{"sh", "-c", `set -e
+mkdir d && echo mine > d/f && echo top > t.txt
+printf nl > "$(printf 'new\nline')"; printf u > 'ünïcødé'; printf l > ` + long + `
+mkfifo pipe
+echo locked > locked && chmod 000 locked
+mkdir shut && echo in > shut/x && chmod 000 shut`}})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "%s", errOut)
+	require.NoError(t, sb.Close(ctx))
+	turn1, err := cp.TakeCheckpoint(ctx, user, chat, "turn 1", b)
+	require.NoError(t, err)
+	assert.Equal(t, 1, turn1.Skipped, "the FIFO is not kept, and counted")
+
+	sb = c.open(t, spec)
+	_, errOut, res, err = run(t, sb, &executor.Cmd{Args: []string{"sh", "-c", `set -e
+rm -rf d t.txt && ln -s ` + outside + ` d && ln -s ` + outside + `/victim t.txt
+chmod 700 shut && rm -rf shut && ln -s ` + outside + ` shut`}})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "%s", errOut)
+	require.NoError(t, sb.Close(ctx))
+	_, err = cp.TakeCheckpoint(ctx, user, chat, "turn 2", b)
+	require.NoError(t, err, "links are kept as links")
+
+	_, err = cp.RestoreCheckpoint(ctx, user, chat, turn1.ID)
+	require.NoError(t, err)
+	sb = c.open(t, spec)
+	out, errOut, res, err := run(t, sb, &executor.Cmd{Args: []string{"sh", "-c", `cat d/f t.txt "$(printf 'new\nline')" 'ünïcødé' ` + long + `
+echo; ls -ld locked shut | cut -c1-10; test -e pipe && echo pipe || echo no-pipe`}})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "%s", errOut)
+	assert.Equal(t, "mine\ntop\nnlul\n----------\nd---------\nno-pipe\n", out,
+		"turn 1's files, names and modes are back as files and directories; the FIFO is not")
+
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing was written into the directory the links pointed at")
+	got, err := os.ReadFile(filepath.Join(outside, "victim"))
+	require.NoError(t, err)
+	assert.Equal(t, "safe", string(got))
 }
 
 func (c *conformance) execEcho(t *testing.T) {
