@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/internal/testkit/cpuprobe"
 	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/middleware"
@@ -83,16 +87,24 @@ func BenchmarkConcurrentChats(b *testing.B) {
 // relay and the model route, teardown after the response) with the same
 // CLI and flags run bare against the same scripted model: by `docker run
 // --rm` of the same image with the same CPU and memory limits, and on the
-// host. Each iteration runs all three once; run it with -benchtime=5x. The
-// docker run baseline uses --network host, the only way a bare container
-// reaches the scripted model on loopback (the gateway's sandboxes keep
-// network none). It reports the medians in milliseconds, the gateway's
-// agent phase, and the ratios the issue targets (gateway / docker run,
-// agent phase / host CLI). A second gateway with -pool 1 answers the same
-// new-chat request with a started container from its pool (pooled-ms, and
-// pooled-start-ms its container phase).
+// host. Each iteration runs all of them once, interleaved, so they see the
+// same machine load; run it with -benchtime=5x. The docker run baseline
+// uses --network host, the only way a bare container reaches the scripted
+// model on loopback (the gateway's sandboxes keep network none). It
+// reports the medians in milliseconds, the gateway's agent phase, and the
+// ratios the issue targets (gateway / docker run, agent phase / host CLI).
+// A second gateway with -pool 1 answers the same new-chat request with a
+// started container from its pool (pooled-ms, and pooled-start-ms its
+// container phase).
+//
+// Beside wall time it reports CPU: the machine CPU each request cost the
+// processes around it (this process, which holds the gateway and the
+// scripted model; the docker CLI; dockerd, containerd, the shims and runc
+// calls of the request's containers; the processes inside them), from the
+// request until its teardown is done (cpuprobe), and logs the median per
+// process group. (middleware's BenchmarkSessionTurn reports a warm turn's.)
 func BenchmarkColdPath(b *testing.B) {
-	g, _ := startGateway(b)
+	g, data := startGateway(b)
 	var poolData string
 	gp, _ := startGateway(b, func(o *Options) { o.Pool, poolData = 1, o.DataDir })
 	ctx := context.Background()
@@ -109,7 +121,14 @@ func BenchmarkColdPath(b *testing.B) {
 	env := func(url string) []string {
 		return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=bench", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
 	}
+	bareLabel := "agentbox-bench-cold=" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	ownsData := func(dir string) func(map[string]string) bool {
+		return func(l map[string]string) bool { return l[docker.LabelDataDir] == dir }
+	}
+	k, v, _ := strings.Cut(bareLabel, "=")
+	ownsBare := func(l map[string]string) bool { return l[k] == v }
 	var gw, agent, dockerRun, host, pooled, pooledStart []time.Duration
+	var gwCPU, bareCPU, hostCPU, pooledCPU []cpuprobe.Report
 	for i := 0; b.Loop(); i++ {
 		if i == 0 {
 			// The pool fills after the first request of its configuration.
@@ -117,42 +136,52 @@ func BenchmarkColdPath(b *testing.B) {
 			require.Equal(b, http.StatusOK, status, body)
 		}
 		testenv.WaitPooled(b, poolData)
-		t0 := time.Now()
-		status, body := rawChat(b, gp.URL, demoUser, fmt.Sprintf("pooled-%d", i), demoPrompt, nil, "")
-		pooled = append(pooled, time.Since(t0))
-		require.Equal(b, http.StatusOK, status, body)
+		var status int
+		var body string
+		pooledCPU = append(pooledCPU, measureCPU(b, ownsData(poolData), func() {
+			t0 := time.Now()
+			status, body = rawChat(b, gp.URL, demoUser, fmt.Sprintf("pooled-%d", i), demoPrompt, nil, "")
+			pooled = append(pooled, time.Since(t0))
+			require.Equal(b, http.StatusOK, status, body)
+			require.NoError(b, gp.orch.Settle(ctx))
+		}))
 		pooledStart = append(pooledStart, time.Duration(timings(b, body)["container_start_ms"]*float64(time.Millisecond)))
-		require.NoError(b, gp.orch.Settle(ctx))
 
-		t0 = time.Now()
-		status, body = rawChat(b, g.URL, demoUser, fmt.Sprintf("cold-%d", i), demoPrompt, nil, "")
-		gw = append(gw, time.Since(t0))
-		require.Equal(b, http.StatusOK, status, body)
+		gwCPU = append(gwCPU, measureCPU(b, ownsData(data), func() {
+			t0 := time.Now()
+			status, body = rawChat(b, g.URL, demoUser, fmt.Sprintf("cold-%d", i), demoPrompt, nil, "")
+			gw = append(gw, time.Since(t0))
+			require.Equal(b, http.StatusOK, status, body)
+			require.NoError(b, g.orch.Settle(ctx))
+		}))
 		agent = append(agent, time.Duration(timings(b, body)["agent_ms"]*float64(time.Millisecond)))
-		require.NoError(b, g.orch.Settle(ctx))
 
 		ws := b.TempDir()
 		require.NoError(b, os.Chmod(ws, 0o777))
-		args := []string{"run", "--rm", "--network", "host", "--cpus", "1", "--memory", "1g", "-u", "1000:1000",
+		args := []string{"run", "--rm", "--label", bareLabel, "--network", "host", "--cpus", "1", "--memory", "1g", "-u", "1000:1000",
 			"-v", ws + ":" + executor.ContainerWorkdir, "-w", executor.ContainerWorkdir, "-e", "HOME=/tmp", "--entrypoint", "claude"}
 		for _, kv := range env(dockerModel.URL) {
 			args = append(args, "-e", kv)
 		}
 		args = append(append(args, "agentbox/sandbox-claude:latest"), cliArgs...)
-		t0 = time.Now()
-		out, err := exec.Command("docker", args...).CombinedOutput()
-		dockerRun = append(dockerRun, time.Since(t0))
-		require.NoError(b, err, "%s", out)
-		require.Contains(b, string(out), `"subtype":"success"`)
+		bareCPU = append(bareCPU, measureCPU(b, ownsBare, func() {
+			t0 := time.Now()
+			out, err := exec.Command("docker", args...).CombinedOutput()
+			dockerRun = append(dockerRun, time.Since(t0))
+			require.NoError(b, err, "%s", out)
+			require.Contains(b, string(out), `"subtype":"success"`)
+		}))
 
 		home := b.TempDir()
 		cmd := exec.Command(claudeBin, cliArgs...)
 		cmd.Dir, cmd.Env = hostDir, append(env(hostModel.URL), "HOME="+home, "PATH=/usr/bin:/bin")
-		t0 = time.Now()
-		out, err = cmd.CombinedOutput()
-		host = append(host, time.Since(t0))
-		require.NoError(b, err, "%s", out)
-		require.Contains(b, string(out), `"subtype":"success"`)
+		hostCPU = append(hostCPU, measureCPU(b, ownsBare, func() {
+			t0 := time.Now()
+			out, err := cmd.CombinedOutput()
+			host = append(host, time.Since(t0))
+			require.NoError(b, err, "%s", out)
+			require.Contains(b, string(out), `"subtype":"success"`)
+		}))
 		require.NoError(b, os.Remove(filepath.Join(hostDir, scriptedapi.DemoFile)))
 	}
 	med := func(d []time.Duration) float64 {
@@ -170,6 +199,58 @@ func BenchmarkColdPath(b *testing.B) {
 	b.ReportMetric(med(gw)/med(dockerRun), "gateway/docker-run")
 	b.ReportMetric(med(agent)/med(host), "agent/host-cli")
 	b.Logf("gateway %v, agent phase %v, docker run %v, host CLI %v, pooled %v (start %v)", gw, agent, dockerRun, host, pooled, pooledStart)
+	gwMs, bareMs := cpuMedian(gwCPU), cpuMedian(bareCPU)
+	b.ReportMetric(gwMs, "gateway-cpu-ms")
+	b.ReportMetric(bareMs, "docker-run-cpu-ms")
+	b.ReportMetric(cpuMedian(pooledCPU), "pooled-cpu-ms")
+	b.ReportMetric(cpuMedian(hostCPU), "host-cli-cpu-ms")
+	b.ReportMetric(gwMs/bareMs, "gateway/docker-run-cpu")
+	for _, r := range []struct {
+		name string
+		rs   []cpuprobe.Report
+	}{{"gateway cold", gwCPU}, {"docker run", bareCPU}, {"pooled", pooledCPU}, {"host CLI", hostCPU}} {
+		b.Logf("CPU ms, median per group, %s: %s", r.name, cpuTable(r.rs))
+	}
+}
+
+// measureCPU runs f inside a cpuprobe window counting the containers owns
+// picks.
+func measureCPU(b *testing.B, owns func(map[string]string) bool, f func()) cpuprobe.Report {
+	b.Helper()
+	p, err := cpuprobe.Start(cpuprobe.Options{Owns: owns})
+	require.NoError(b, err)
+	f()
+	return p.Stop()
+}
+
+// cpuMedian is the median total CPU of the reports, in milliseconds.
+func cpuMedian(rs []cpuprobe.Report) float64 {
+	t := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		t[i] = r.Total()
+	}
+	slices.Sort(t)
+	return float64(t[len(t)/2]) / float64(time.Millisecond)
+}
+
+// cpuTable prints the median CPU of each group over the reports, the
+// median total and the median machine CPU (everything on the machine).
+func cpuTable(rs []cpuprobe.Report) string {
+	med := func(f func(cpuprobe.Report) time.Duration) int64 {
+		t := make([]time.Duration, len(rs))
+		for i, r := range rs {
+			t[i] = f(r)
+		}
+		slices.Sort(t)
+		return t[len(t)/2].Milliseconds()
+	}
+	var sb strings.Builder
+	for _, g := range cpuprobe.Groups {
+		fmt.Fprintf(&sb, "%s %d, ", g, med(func(r cpuprobe.Report) time.Duration { return r.Groups[g] }))
+	}
+	fmt.Fprintf(&sb, "total %d, machine %d, wall %d", med(cpuprobe.Report.Total),
+		med(func(r cpuprobe.Report) time.Duration { return r.Machine }), med(func(r cpuprobe.Report) time.Duration { return r.Wall }))
+	return sb.String()
 }
 
 // timings are the agentbox.timings of a non-streamed completion.
