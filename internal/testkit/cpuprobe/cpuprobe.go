@@ -124,14 +124,14 @@ type Options struct {
 
 // Probe samples CPU from Start to Stop.
 type Probe struct {
-	opts    Options
-	stop    chan struct{}
-	done    chan Report
-	self    int
-	owned   map[string]bool // container id -> the caller's
-	procs   map[int]*proc
-	exited  []*proc
-	started time.Time
+	opts     Options
+	stop     chan struct{}
+	done     chan Report
+	self     int
+	owned    map[string]bool // container id -> the caller's
+	procs    map[int]*proc
+	exited   []*proc
+	started  time.Time
 	machine0 uint64
 }
 
