@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,9 +33,25 @@ import (
 // Docker, the real CLI, the scripted model), with admission control at its
 // defaults and off, in the same run. Each iteration is one burst of 50;
 // run it with -benchtime=1x. It reports errors, the p50 and p95 request
-// latency in seconds and requests per minute.
+// latency in seconds and requests per minute, and the CPU per request
+// (cpuprobe over the burst until every sandbox is torn down, divided by
+// the requests). Three bare `docker run`s of the same CLI, before the
+// bursts, give the baseline: bare-cpu-ms per request and the requests a
+// minute that CPU allows on this machine's cores (cpu-bound-req/min);
+// cpu-bound-share is the burst's rate over it.
 func BenchmarkConcurrentChats(b *testing.B) {
 	const chats, users = 50, 10
+	g0, _ := startGateway(b)
+	bare := newBareRun(b, g0)
+	defer bare.model.Close()
+	var bareCPU []cpuprobe.Report
+	for range 3 {
+		bareCPU = append(bareCPU, measureCPU(b, bare.owns, func() { bare.run(b) }))
+	}
+	bareMs := cpuMedian(bareCPU)
+	allowed := float64(runtime.NumCPU()) * float64(time.Minute/time.Millisecond) / bareMs
+	b.Logf("bare docker run: CPU ms per request, median of 3: %.0f (%s): %.1f requests a minute on %d cores",
+		bareMs, cpuTable(bareCPU), allowed, runtime.NumCPU())
 	for _, mode := range []struct {
 		name string
 		adm  middleware.Admission
@@ -43,11 +62,15 @@ func BenchmarkConcurrentChats(b *testing.B) {
 		{"admission=off", middleware.Admission{Off: true}},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			g, _ := startGateway(b, func(o *Options) { o.Admission = mode.adm })
+			g, data := startGateway(b, func(o *Options) { o.Admission = mode.adm })
 			var lat []time.Duration
 			errs, iter := 0, 0
-			start := time.Now()
+			var cpu cpuprobe.Report
+			var elapsed time.Duration
 			for b.Loop() {
+				start := time.Now()
+				probe, err := cpuprobe.Start(cpuprobe.Options{Owns: ownsData(data)})
+				require.NoError(b, err)
 				var mu sync.Mutex
 				var wg sync.WaitGroup
 				for i := range chats {
@@ -69,14 +92,25 @@ func BenchmarkConcurrentChats(b *testing.B) {
 					})
 				}
 				wg.Wait()
+				elapsed += time.Since(start)
+				// The CPU counts the teardowns too; the rate does not wait for them.
+				require.NoError(b, g.orch.Settle(context.Background()))
+				cpu = cpu.Add(probe.Stop())
 				iter++
 			}
-			elapsed := time.Since(start)
+			perReq := float64(cpu.Total().Milliseconds()) / float64(len(lat))
+			rate := float64(len(lat)) / elapsed.Minutes()
+			b.ReportMetric(perReq, "cpu-ms/req")
+			b.ReportMetric(bareMs, "bare-cpu-ms")
+			b.ReportMetric(perReq/bareMs, "cpu/bare-cpu")
+			b.ReportMetric(allowed, "cpu-bound-req/min")
+			b.ReportMetric(rate/allowed, "cpu-bound-share")
+			b.Logf("burst CPU: %s; per command: %s", cpu, cpuCommands([]cpuprobe.Report{cpu}))
 			slices.Sort(lat)
 			b.ReportMetric(float64(errs), "errors")
 			b.ReportMetric(lat[len(lat)/2].Seconds(), "p50_s")
 			b.ReportMetric(lat[len(lat)*95/100].Seconds(), "p95_s")
-			b.ReportMetric(float64(len(lat))/elapsed.Minutes(), "req/min")
+			b.ReportMetric(rate, "req/min")
 			b.ReportMetric(float64(len(g.Model.MessageRequests()))/float64(len(lat)), "model_calls/req")
 		})
 	}
@@ -113,20 +147,9 @@ func BenchmarkColdPath(b *testing.B) {
 	hostDir := b.TempDir()
 	hostModel := scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(hostDir)))
 	defer hostModel.Close()
-	dockerModel := scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(executor.ContainerWorkdir)))
-	defer dockerModel.Close()
-	model := g.Config.Assistants[demoAssistant].Connector.Model
-	cliArgs := []string{"-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--max-turns", "10",
-		"--model", model, demoPrompt}
-	env := func(url string) []string {
-		return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=bench", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
-	}
-	bareLabel := "agentbox-bench-cold=" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	ownsData := func(dir string) func(map[string]string) bool {
-		return func(l map[string]string) bool { return l[docker.LabelDataDir] == dir }
-	}
-	k, v, _ := strings.Cut(bareLabel, "=")
-	ownsBare := func(l map[string]string) bool { return l[k] == v }
+	bare := newBareRun(b, g)
+	defer bare.model.Close()
+	cliArgs, env := bare.cliArgs, bareEnv
 	var gw, agent, dockerRun, host, pooled, pooledStart []time.Duration
 	var gwCPU, bareCPU, hostCPU, pooledCPU []cpuprobe.Report
 	for i := 0; b.Loop(); i++ {
@@ -156,26 +179,14 @@ func BenchmarkColdPath(b *testing.B) {
 		}))
 		agent = append(agent, time.Duration(timings(b, body)["agent_ms"]*float64(time.Millisecond)))
 
-		ws := b.TempDir()
-		require.NoError(b, os.Chmod(ws, 0o777))
-		args := []string{"run", "--rm", "--label", bareLabel, "--network", "host", "--cpus", "1", "--memory", "1g", "-u", "1000:1000",
-			"-v", ws + ":" + executor.ContainerWorkdir, "-w", executor.ContainerWorkdir, "-e", "HOME=/tmp", "--entrypoint", "claude"}
-		for _, kv := range env(dockerModel.URL) {
-			args = append(args, "-e", kv)
-		}
-		args = append(append(args, "agentbox/sandbox-claude:latest"), cliArgs...)
-		bareCPU = append(bareCPU, measureCPU(b, ownsBare, func() {
-			t0 := time.Now()
-			out, err := exec.Command("docker", args...).CombinedOutput()
-			dockerRun = append(dockerRun, time.Since(t0))
-			require.NoError(b, err, "%s", out)
-			require.Contains(b, string(out), `"subtype":"success"`)
-		}))
+		var d time.Duration
+		bareCPU = append(bareCPU, measureCPU(b, bare.owns, func() { d = bare.run(b) }))
+		dockerRun = append(dockerRun, d)
 
 		home := b.TempDir()
 		cmd := exec.Command(claudeBin, cliArgs...)
 		cmd.Dir, cmd.Env = hostDir, append(env(hostModel.URL), "HOME="+home, "PATH=/usr/bin:/bin")
-		hostCPU = append(hostCPU, measureCPU(b, ownsBare, func() {
+		hostCPU = append(hostCPU, measureCPU(b, bare.owns, func() {
 			t0 := time.Now()
 			out, err := cmd.CombinedOutput()
 			host = append(host, time.Since(t0))
@@ -210,7 +221,59 @@ func BenchmarkColdPath(b *testing.B) {
 		rs   []cpuprobe.Report
 	}{{"gateway cold", gwCPU}, {"docker run", bareCPU}, {"pooled", pooledCPU}, {"host CLI", hostCPU}} {
 		b.Logf("CPU ms, median per group, %s: %s", r.name, cpuTable(r.rs))
+		b.Logf("CPU ms, mean per command, %s: %s", r.name, cpuCommands(r.rs))
 	}
+}
+
+// bareEnv is the CLI's environment for a bare run against the model at url.
+func bareEnv(url string) []string {
+	return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=bench", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+}
+
+// bareRun is the baseline: the demo's CLI and flags by `docker run --rm`
+// of the gateway's image with the same CPU and memory limits, against a
+// scripted model of its own, in containers labelled for cpuprobe.
+type bareRun struct {
+	model   *scriptedapi.Server
+	cliArgs []string
+	label   string
+	owns    func(map[string]string) bool
+}
+
+// newBareRun prepares the baseline for gateway g's demo assistant.
+func newBareRun(b *testing.B, g *Gateway) *bareRun {
+	label := "agentbox-bench-bare=" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	k, v, _ := strings.Cut(label, "=")
+	return &bareRun{
+		model: scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(executor.ContainerWorkdir))),
+		cliArgs: []string{"-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--max-turns", "10",
+			"--model", g.Config.Assistants[demoAssistant].Connector.Model, demoPrompt},
+		label: label,
+		owns:  func(l map[string]string) bool { return l[k] == v },
+	}
+}
+
+// run runs the CLI once, in a new workspace, and returns its wall time.
+func (r *bareRun) run(b *testing.B) time.Duration {
+	ws := b.TempDir()
+	require.NoError(b, os.Chmod(ws, 0o777))
+	args := []string{"run", "--rm", "--label", r.label, "--network", "host", "--cpus", "1", "--memory", "1g", "-u", "1000:1000",
+		"-v", ws + ":" + executor.ContainerWorkdir, "-w", executor.ContainerWorkdir, "-e", "HOME=/tmp", "--entrypoint", "claude"}
+	for _, kv := range bareEnv(r.model.URL) {
+		args = append(args, "-e", kv)
+	}
+	args = append(append(args, "agentbox/sandbox-claude:latest"), r.cliArgs...)
+	t0 := time.Now()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	d := time.Since(t0)
+	require.NoError(b, err, "%s", out)
+	require.Contains(b, string(out), `"subtype":"success"`)
+	return d
+}
+
+// ownsData picks the containers of the gateway on data directory dir.
+func ownsData(dir string) func(map[string]string) bool {
+	return func(l map[string]string) bool { return l[docker.LabelDataDir] == dir }
 }
 
 // measureCPU runs f inside a cpuprobe window counting the containers owns
@@ -231,6 +294,24 @@ func cpuMedian(rs []cpuprobe.Report) float64 {
 	}
 	slices.Sort(t)
 	return float64(t[len(t)/2]) / float64(time.Millisecond)
+}
+
+// cpuCommands prints the mean CPU per group and command over the reports,
+// largest first, leaving out those under 5 ms.
+func cpuCommands(rs []cpuprobe.Report) string {
+	var sum cpuprobe.Report
+	for _, r := range rs {
+		sum = sum.Add(r)
+	}
+	keys := slices.Collect(maps.Keys(sum.Commands))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(sum.Commands[b], sum.Commands[a]) })
+	var parts []string
+	for _, k := range keys {
+		if ms := sum.Commands[k].Milliseconds() / int64(len(rs)); ms >= 5 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, ms))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // cpuTable prints the median CPU of each group over the reports, the

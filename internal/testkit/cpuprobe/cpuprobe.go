@@ -71,6 +71,9 @@ type Report struct {
 	// Probe is the CPU the probe's own thread spent; it is already taken
 	// off GroupTest.
 	Probe time.Duration
+	// Commands is the CPU per group and command name ("group/comm"); the
+	// CPU of reaped children the poll never saw is "group/(reaped)".
+	Commands map[string]time.Duration
 }
 
 // Total is the sum of the groups: the CPU the request cost the processes
@@ -85,11 +88,19 @@ func (r Report) Total() time.Duration {
 
 // Add sums two reports (for totals over iterations).
 func (r Report) Add(o Report) Report {
-	out := Report{Wall: r.Wall + o.Wall, Machine: r.Machine + o.Machine, Probe: r.Probe + o.Probe, Groups: map[string]time.Duration{}}
-	for _, m := range []map[string]time.Duration{r.Groups, o.Groups} {
-		for k, v := range m {
-			out.Groups[k] += v
-		}
+	out := Report{Wall: r.Wall + o.Wall, Machine: r.Machine + o.Machine, Probe: r.Probe + o.Probe,
+		Groups: map[string]time.Duration{}, Commands: map[string]time.Duration{}}
+	for k, v := range r.Groups {
+		out.Groups[k] += v
+	}
+	for k, v := range o.Groups {
+		out.Groups[k] += v
+	}
+	for k, v := range r.Commands {
+		out.Commands[k] += v
+	}
+	for k, v := range o.Commands {
+		out.Commands[k] += v
 	}
 	return out
 }
@@ -141,6 +152,7 @@ type proc struct {
 	start       uint64 // starttime, to tell a reused pid apart
 	group       string
 	container   string
+	comm        string
 	first, last times // at first and last sighting
 	newborn     bool  // started after the window began: its first counts from zero
 	seen        bool  // seen in the latest poll
@@ -205,6 +217,11 @@ func (p *Probe) run(ready chan<- error) {
 			r.Machine = time.Duration(machine1-p.machine0) * clockTick
 			r.Probe = time.Duration(probe1-probe0) * clockTick
 			r.Groups[GroupTest] = max(0, r.Groups[GroupTest]-r.Probe)
+			for k := range r.Commands {
+				if strings.HasPrefix(k, GroupTest+"/") && !strings.HasPrefix(k, GroupTest+"/(") {
+					r.Commands[k] = max(0, r.Commands[k]-r.Probe)
+				}
+			}
 			p.done <- r
 			return
 		}
@@ -249,7 +266,11 @@ func (p *Probe) poll(initial bool) {
 			q.group, q.container = p.classify(pid, st)
 			p.procs[pid] = q
 		}
-		q.seen, q.ppid, q.last = true, st.ppid, st.t
+		q.seen, q.ppid, q.last, q.comm = true, st.ppid, st.t, st.comm
+		if q.group == GroupRunc && !strings.HasPrefix(st.comm, "runc") {
+			// runc init became the container's process.
+			q.group = GroupContainer
+		}
 	}
 	for pid, q := range p.procs {
 		if !q.seen {
@@ -270,7 +291,7 @@ func (p *Probe) gone(q *proc) {
 // watched parent's reaped-children delta less what its seen children
 // already counted.
 func (p *Probe) report() Report {
-	r := Report{Groups: map[string]time.Duration{}}
+	r := Report{Groups: map[string]time.Duration{}, Commands: map[string]time.Duration{}}
 	all := slices.Collect(maps.Values(p.procs))
 	all = append(all, p.exited...)
 	counted := map[int]uint64{} // parent pid -> ticks of its exited, seen children
@@ -281,10 +302,13 @@ func (p *Probe) report() Report {
 		if q.group == "" {
 			continue
 		}
-		r.Groups[q.group] += time.Duration(q.last.own-min(q.first.own, q.last.own)) * clockTick
+		own := time.Duration(q.last.own-min(q.first.own, q.last.own)) * clockTick
+		r.Groups[q.group] += own
+		r.Commands[q.group+"/"+q.comm] += own
 		reaped := int64(q.last.children) - int64(q.first.children) - int64(counted[q.pid])
 		if reaped > 0 {
 			r.Groups[childGroup(q.group)] += time.Duration(reaped) * clockTick
+			r.Commands[childGroup(q.group)+"/(reaped)"] += time.Duration(reaped) * clockTick
 		}
 	}
 	return r
