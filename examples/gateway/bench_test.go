@@ -137,8 +137,8 @@ func BenchmarkConcurrentChats(b *testing.B) {
 // processes around it (this process, which holds the gateway and the
 // scripted model; the docker CLI; dockerd, containerd, the shims and runc
 // calls of the request's containers; the processes inside them), from the
-// request until its teardown is done (cpuprobe), and logs the median per
-// process group. (middleware's BenchmarkSessionTurn reports a warm turn's.)
+// request until its teardown is done (cpuprobe; teardown-cpu-ms is the
+// part after the response), and logs the median per process group. (middleware's BenchmarkSessionTurn reports a warm turn's.)
 func BenchmarkColdPath(b *testing.B) {
 	g, data := startGateway(b)
 	var poolData string
@@ -153,7 +153,7 @@ func BenchmarkColdPath(b *testing.B) {
 	defer bare.model.Close()
 	cliArgs, env := bare.cliArgs, bareEnv
 	var gw, agent, dockerRun, host, pooled, pooledStart []time.Duration
-	var gwCPU, bareCPU, hostCPU, pooledCPU []cpuprobe.Report
+	var gwCPU, gwReqCPU, gwDownCPU, bareCPU, hostCPU, pooledCPU []cpuprobe.Report
 	for i := 0; b.Loop(); i++ {
 		if i == 0 {
 			// The pool fills after the first request of its configuration.
@@ -172,13 +172,16 @@ func BenchmarkColdPath(b *testing.B) {
 		}))
 		pooledStart = append(pooledStart, time.Duration(timings(b, body)["container_start_ms"]*float64(time.Millisecond)))
 
-		gwCPU = append(gwCPU, measureCPU(b, ownsData(data), func() {
+		// Two windows: the request until its response, then its teardown.
+		req := measureCPU(b, ownsData(data), func() {
 			t0 := time.Now()
 			status, body = rawChat(b, g.URL, demoUser, fmt.Sprintf("cold-%d", i), demoPrompt, nil, "")
 			gw = append(gw, time.Since(t0))
 			require.Equal(b, http.StatusOK, status, body)
-			require.NoError(b, g.orch.Settle(ctx))
-		}))
+		})
+		down := measureCPU(b, ownsData(data), func() { require.NoError(b, g.orch.Settle(ctx)) })
+		gwReqCPU, gwDownCPU = append(gwReqCPU, req), append(gwDownCPU, down)
+		gwCPU = append(gwCPU, req.Add(down))
 		agent = append(agent, time.Duration(timings(b, body)["agent_ms"]*float64(time.Millisecond)))
 
 		var d time.Duration
@@ -216,12 +219,13 @@ func BenchmarkColdPath(b *testing.B) {
 	b.ReportMetric(gwMs, "gateway-cpu-ms")
 	b.ReportMetric(bareMs, "docker-run-cpu-ms")
 	b.ReportMetric(cpuMedian(pooledCPU), "pooled-cpu-ms")
+	b.ReportMetric(cpuMedian(gwDownCPU), "teardown-cpu-ms")
 	b.ReportMetric(cpuMedian(hostCPU), "host-cli-cpu-ms")
 	b.ReportMetric(gwMs/bareMs, "gateway/docker-run-cpu")
 	for _, r := range []struct {
 		name string
 		rs   []cpuprobe.Report
-	}{{"gateway cold", gwCPU}, {"docker run", bareCPU}, {"pooled", pooledCPU}, {"host CLI", hostCPU}} {
+	}{{"gateway cold", gwCPU}, {"gateway cold, until the response", gwReqCPU}, {"gateway cold, teardown", gwDownCPU}, {"docker run", bareCPU}, {"pooled", pooledCPU}, {"host CLI", hostCPU}} {
 		b.Logf("CPU ms, median per group, %s: %s", r.name, cpuTable(r.rs))
 		b.Logf("CPU ms, mean per command, %s: %s", r.name, cpuCommands(r.rs))
 	}
