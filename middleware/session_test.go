@@ -128,8 +128,11 @@ func TestValidTranscript(t *testing.T) {
 		"array line":         good + "[1,2]\n",
 		"other session":      good + `{"type":"user","sessionId":"11111111-2222-4333-8444-555555555555"}` + "\n",
 		"no line names ours": `{"type":"summary"}` + "\n",
-		"truncated line":     good + `{"type":"user","sessionId":"` + id,
-		"too long":           good + `{"pad":"` + strings.Repeat("a", maxTranscript) + `"}` + "\n",
+		// The CLI's JSON.parse takes a duplicate key's last value.
+		"duplicate key, last names another": good + `{"sessionId":"` + id + `","sessionId":"11111111-2222-4333-8444-555555555555"}` + "\n",
+		"key in other case names another":   good + `{"SESSIONID":"11111111-2222-4333-8444-555555555555"}` + "\n",
+		"truncated line":                    good + `{"type":"user","sessionId":"` + id,
+		"too long":                          good + `{"pad":"` + strings.Repeat("a", maxTranscript) + `"}` + "\n",
 	}
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
