@@ -177,28 +177,6 @@ func lastTurnRole(msgs []executor.Message) string {
 	return ""
 }
 
-// lastAnswerEntry returns the uuid of the transcript's last assistant
-// entry, where a later fork at this turn's answer cuts, or "" when there
-// is none that is a UUID.
-func lastAnswerEntry(transcript []byte) string {
-	var last string
-	sc := bufio.NewScanner(bytes.NewReader(transcript))
-	sc.Buffer(nil, maxTranscript)
-	for sc.Scan() {
-		var v struct {
-			Type string `json:"type"`
-			UUID string `json:"uuid"`
-		}
-		if json.Unmarshal(sc.Bytes(), &v) == nil && v.Type == "assistant" {
-			last = v.UUID
-		}
-	}
-	if !uuidRE.MatchString(last) {
-		return ""
-	}
-	return last
-}
-
 // uuidRE matches the lower-case UUIDs the CLI names entries and sessions by.
 var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
@@ -226,7 +204,7 @@ func (s *sessionStore) load(dir string) (*sessionRecord, []byte, error) {
 	}
 	data, err := os.ReadFile(filepath.Join(dir, transcriptName))
 	if err == nil {
-		err = validTranscript(data, rec.SessionID)
+		_, err = validTranscript(data, rec.SessionID)
 	}
 	if err != nil {
 		return nil, nil, errors.Join(err, os.RemoveAll(dir))
@@ -273,10 +251,13 @@ func writeAtomic(dir, name string, data []byte) error {
 // validTranscript checks that data is what the CLI writes for session id:
 // JSON objects one per line, none naming another session, at least one
 // naming this one. The agent can write the file during its run, so it is
-// checked before it is kept and again before it is placed.
-func validTranscript(data []byte, id string) error {
+// checked before it is kept and again before it is placed. It also
+// returns the uuid of the last assistant entry, where a later fork at
+// this turn's answer cuts ("" when there is none that is a UUID): the
+// same pass, as the transcript grows with every turn of the chat.
+func validTranscript(data []byte, id string) (lastAnswer string, err error) {
 	if len(data) == 0 || len(data) > maxTranscript {
-		return fmt.Errorf("%w: %d bytes (at most %d)", errBadTranscript, len(data), maxTranscript)
+		return "", fmt.Errorf("%w: %d bytes (at most %d)", errBadTranscript, len(data), maxTranscript)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, maxTranscript)
@@ -288,24 +269,34 @@ func validTranscript(data []byte, id string) error {
 		}
 		var v struct {
 			SessionID *string `json:"sessionId"`
+			// Raw: a type or uuid that is not a string only means the
+			// line is not an answer's entry.
+			Type, UUID json.RawMessage
 		}
 		if line[0] != '{' || json.Unmarshal(line, &v) != nil {
-			return fmt.Errorf("%w: line %d is not a JSON object", errBadTranscript, n)
+			return "", fmt.Errorf("%w: line %d is not a JSON object", errBadTranscript, n)
 		}
 		if v.SessionID != nil {
 			if *v.SessionID != id {
-				return fmt.Errorf("%w: line %d names session %q, not %q", errBadTranscript, n, *v.SessionID, id)
+				return "", fmt.Errorf("%w: line %d names session %q, not %q", errBadTranscript, n, *v.SessionID, id)
 			}
 			ours = true
 		}
+		var typ, uuid string
+		if json.Unmarshal(v.Type, &typ) == nil && typ == "assistant" && (v.UUID == nil || json.Unmarshal(v.UUID, &uuid) == nil) {
+			lastAnswer = uuid
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%w: %w", errBadTranscript, err)
+		return "", fmt.Errorf("%w: %w", errBadTranscript, err)
 	}
 	if !ours {
-		return fmt.Errorf("%w: no line names session %q", errBadTranscript, id)
+		return "", fmt.Errorf("%w: no line names session %q", errBadTranscript, id)
 	}
-	return nil
+	if !uuidRE.MatchString(lastAnswer) {
+		lastAnswer = ""
+	}
+	return lastAnswer, nil
 }
 
 // newSessionID returns a random (version 4) UUID.
@@ -470,6 +461,7 @@ func (r *run) saveSession(ctx context.Context, cs *chatSession, answer string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), transcriptTimeout)
 	defer cancel()
 	var out, stderr bytes.Buffer
+	var anchor string // the last answer's transcript entry
 	full := path.Join(r.home(), cs.file)
 	res, err := r.sb.Exec(ctx, &executor.Cmd{
 		// A regular file only: the agent could leave a FIFO or a link at
@@ -484,13 +476,13 @@ func (r *run) saveSession(ctx context.Context, cs *chatSession, answer string) {
 	case res.ExitCode != 0:
 		err = fmt.Errorf("reading %s exited with code %d: %s", full, res.ExitCode, bytes.TrimSpace(stderr.Bytes()))
 	default:
-		err = validTranscript(out.Bytes(), cs.id)
+		anchor, err = validTranscript(out.Bytes(), cs.id)
 	}
 	if err == nil {
 		conv := append(cs.conversation[:len(cs.conversation):len(cs.conversation)], executor.Message{Role: "assistant", Content: answer})
 		chain := conversationChain(conv)
 		anchors := append(cs.anchors, make([]string, max(0, len(chain)-len(cs.anchors)))...)[:len(chain)]
-		anchors[len(chain)-1] = lastAnswerEntry(out.Bytes())
+		anchors[len(chain)-1] = anchor
 		rec := &sessionRecord{SessionID: cs.id, Chain: chain, System: cs.system, Anchors: anchors, Updated: time.Now().UTC()}
 		err = (&sessionStore{dir: r.o.opts.SessionDir}).save(cs.dir, rec, out.Bytes())
 	}

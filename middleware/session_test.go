@@ -78,15 +78,25 @@ func TestSessionRecordMatch(t *testing.T) {
 // TestLastAnswerEntry: the anchor is the last assistant entry's uuid, and
 // only a UUID.
 func TestLastAnswerEntry(t *testing.T) {
-	transcript := []byte(`{"type":"user","uuid":"acfd5573-5c61-4b58-9af7-d7e45c347f8e"}
+	const id = "0f8fad5b-d9cb-469f-a165-70867728950e"
+	ours := `{"type":"user","sessionId":"` + id + `"}` + "\n"
+	transcript := ours + `{"type":"user","uuid":"acfd5573-5c61-4b58-9af7-d7e45c347f8e"}
 {"type":"assistant","uuid":"b4abed25-0ee6-418a-9b81-e3d31e80705e"}
 {"type":"attachment","uuid":"96941234-f47b-46ff-9c9f-31186c37ef58"}
 {"type":"last-prompt","uuid":null}
-`)
-	assert.Equal(t, "b4abed25-0ee6-418a-9b81-e3d31e80705e", lastAnswerEntry(transcript))
-	assert.Empty(t, lastAnswerEntry([]byte(`{"type":"assistant","uuid":"--dangerously-skip-permissions"}`)), "not a UUID")
-	assert.Empty(t, lastAnswerEntry([]byte(`{"type":"user","uuid":"acfd5573-5c61-4b58-9af7-d7e45c347f8e"}`)), "no answer")
-	assert.Empty(t, lastAnswerEntry([]byte("not json\n")))
+`
+	for name, c := range map[string]struct{ transcript, want string }{
+		"the last answer": {transcript, "b4abed25-0ee6-418a-9b81-e3d31e80705e"},
+		"not a UUID":      {ours + `{"type":"assistant","uuid":"--dangerously-skip-permissions"}`, ""},
+		"no answer":       {ours + `{"type":"user","uuid":"acfd5573-5c61-4b58-9af7-d7e45c347f8e"}`, ""},
+	} {
+		got, err := validTranscript([]byte(c.transcript), id)
+		require.NoError(t, err, name)
+		assert.Equal(t, c.want, got, name)
+	}
+	got, err := validTranscript([]byte(transcript+`{"type":"assistant","uuid":7}`+"\n"+`{"type":["assistant"],"uuid":"acfd5573-5c61-4b58-9af7-d7e45c347f8e"}`+"\n"), id)
+	require.NoError(t, err)
+	assert.Equal(t, "b4abed25-0ee6-418a-9b81-e3d31e80705e", got, "entries whose uuid or type is not a string are not answers")
 }
 
 // TestSystemHash: the hash covers the assistant's instructions and every
@@ -110,19 +120,24 @@ func TestValidTranscript(t *testing.T) {
 	const id = "0f8fad5b-d9cb-469f-a165-70867728950e"
 	good := `{"type":"user","sessionId":"` + id + `","message":{"role":"user","content":"hi"}}` + "\n" +
 		`{"type":"summary","summary":"x"}` + "\n"
-	require.NoError(t, validTranscript([]byte(good), id))
+	_, err := validTranscript([]byte(good), id)
+	require.NoError(t, err)
 	cases := map[string]string{
 		"empty":              "",
 		"not json":           good + "rm -rf /\n",
 		"array line":         good + "[1,2]\n",
 		"other session":      good + `{"type":"user","sessionId":"11111111-2222-4333-8444-555555555555"}` + "\n",
 		"no line names ours": `{"type":"summary"}` + "\n",
-		"truncated line":     good + `{"type":"user","sessionId":"` + id,
-		"too long":           good + `{"pad":"` + strings.Repeat("a", maxTranscript) + `"}` + "\n",
+		// The CLI's JSON.parse takes a duplicate key's last value.
+		"duplicate key, last names another": good + `{"sessionId":"` + id + `","sessionId":"11111111-2222-4333-8444-555555555555"}` + "\n",
+		"key in other case names another":   good + `{"SESSIONID":"11111111-2222-4333-8444-555555555555"}` + "\n",
+		"truncated line":                    good + `{"type":"user","sessionId":"` + id,
+		"too long":                          good + `{"pad":"` + strings.Repeat("a", maxTranscript) + `"}` + "\n",
 	}
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
-			assert.ErrorIs(t, validTranscript([]byte(data), id), errBadTranscript)
+			_, err := validTranscript([]byte(data), id)
+			assert.ErrorIs(t, err, errBadTranscript)
 		})
 	}
 }

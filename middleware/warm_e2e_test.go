@@ -27,6 +27,7 @@ import (
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/hooks"
+	"github.com/agentbox/agentbox/internal/testkit/cpuprobe"
 	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/middleware"
@@ -386,6 +387,74 @@ func cgroupCPU(t testing.TB, id string) (time.Duration, bool) {
 	return 0, false
 }
 
+// waitQuiet waits until the containers spend under 2% of a core over
+// half a second: a pre-started CLI is up and waiting.
+func waitQuiet(t testing.TB, ids []string) {
+	t.Helper()
+	sum := func() time.Duration {
+		var s time.Duration
+		for _, id := range ids {
+			d, _ := cgroupCPU(t, id)
+			s += d
+		}
+		return s
+	}
+	deadline := time.Now().Add(time.Minute)
+	prev := sum()
+	for time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		cur := sum()
+		if cur-prev < 10*time.Millisecond {
+			return
+		}
+		prev = cur
+	}
+	t.Fatalf("containers %v still busy after a minute", ids)
+}
+
+// cgroupMemory is a container's memory as its cgroup counts it: all of it
+// (page cache of the image's files included) and the anonymous part (the
+// processes' heaps, which is what a kept session holds for itself).
+func cgroupMemory(t testing.TB, id string) (total, anon int64, ok bool) {
+	t.Helper()
+	out, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", id).Output()
+	require.NoError(t, err)
+	cg, err := os.ReadFile("/proc/" + strings.TrimSpace(string(out)) + "/cgroup")
+	if err != nil {
+		return 0, 0, false
+	}
+	stat := func(file, key string) int64 {
+		b, _ := os.ReadFile(file)
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, key+" "); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	num := func(file string) int64 {
+		b, _ := os.ReadFile(file)
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return n
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(cg)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			dir := filepath.Join("/sys/fs/cgroup", parts[2])
+			return num(filepath.Join(dir, "memory.current")), stat(filepath.Join(dir, "memory.stat"), "anon"), true
+		case parts[1] == "memory":
+			dir := filepath.Join("/sys/fs/cgroup/memory", parts[2])
+			return num(filepath.Join(dir, "memory.usage_in_bytes")), stat(filepath.Join(dir, "memory.stat"), "total_rss"), true
+		}
+	}
+	return 0, 0, false
+}
+
 // TestE2ESessionIdleCPU measures the kept container's CPU over 60 s
 // (AGENTBOX_IDLE_CPU_WINDOW shortens it).
 func TestE2ESessionIdleCPU(t *testing.T) {
@@ -425,6 +494,12 @@ func TestE2ESessionIdleCPU(t *testing.T) {
 	used := after - before
 	t.Logf("processes (clock ticks) before:\n%s\nafter:\n%s", p0, procs())
 	t.Logf("idle kept container (pre-started CLI waiting): %v CPU over %v = %.3f%% of one core", used, window, 100*used.Seconds()/window.Seconds())
+	if total, anon, ok := cgroupMemory(t, ids[0]); ok {
+		// Sizing: a kept session holds its anonymous memory (the cache
+		// of the image's files is shared and reclaimable) and its idle CPU.
+		t.Logf("idle kept container memory: %d MiB (anonymous %d MiB): %.1f sessions per GiB, %.0f per core idle",
+			total>>20, anon>>20, float64(1<<30)/float64(max(anon, 1)), window.Seconds()/max(used.Seconds(), 1e-3))
+	}
 	// Not paused, so not 0: the waiting CLI's (node) timers remain, 3.5%
 	// of a core measured on a machine at load 23 (2 cores). A leftover
 	// busy process would take a whole core.
@@ -499,25 +574,44 @@ func TestWarmGatewayProcess(t *testing.T) {
 // result, and the first request in a pre-warmed client sandbox (a new
 // chat in a kept container with a CLI started for a new session) to both. Run with -benchtime=7x for seven rounds.
 func BenchmarkSessionTurn(b *testing.B) {
-	cold := newWarmE2E(b, b.TempDir(), "", 0)
-	warm := newWarmE2E(b, b.TempDir(), "", 10*time.Minute)
+	coldDir, warmDir := b.TempDir(), b.TempDir()
+	cold := newWarmE2E(b, coldDir, "", 0)
+	warm := newWarmE2E(b, warmDir, "", 10*time.Minute)
 	ctx := context.Background()
-	var coldRes, coldFirst, warmRes, warmFirst, preRes, preFirst []time.Duration
+	var coldRes, coldFirst, warmRes, warmFirst, preRes, preFirst, coldCPU, warmCPU []time.Duration
+	// window measures the CPU f costs the processes around the turn (this
+	// process, the Docker daemon, the turn's containers) until it settled.
+	window := func(dataDir string, f func()) time.Duration {
+		p, err := cpuprobe.Start(cpuprobe.Options{Owns: func(l map[string]string) bool { return l[docker.LabelDataDir] == dataDir }})
+		require.NoError(b, err)
+		f()
+		return p.Stop().Total()
+	}
 	const u1 = "Say something."
 	a1, _, _, _ := warm.ask(b, "alice:bench", u1)
 	conv := []string{u1, a1}
 	require.NoError(b, warm.o.Settle(ctx))
 	b.ResetTimer()
 	for i := range b.N {
-		_, _, first, took := cold.ask(b, "alice:cold"+strconv.Itoa(i), u1)
+		var first, took time.Duration
+		coldCPU = append(coldCPU, window(coldDir, func() {
+			_, _, first, took = cold.ask(b, "alice:cold"+strconv.Itoa(i), u1)
+			require.NoError(b, cold.o.Settle(ctx))
+		}))
 		coldFirst, coldRes = append(coldFirst, first), append(coldRes, took)
-		require.NoError(b, cold.o.Settle(ctx))
 
 		conv = append(conv, fmt.Sprintf("Turn %d.", i+2))
-		answer, _, first, took := warm.ask(b, "alice:bench", conv...)
-		conv = append(conv, answer)
+		// A warm turn's CPU includes pre-starting the next turn's CLI (the
+		// state the turn found), which runs after Settle returns: the
+		// window ends when the kept container is quiet again.
+		warmCPU = append(warmCPU, window(warmDir, func() {
+			var answer string
+			answer, _, first, took = warm.ask(b, "alice:bench", conv...)
+			conv = append(conv, answer)
+			require.NoError(b, warm.o.Settle(ctx))
+			waitQuiet(b, chatContainers(b, warmDir, "bench"))
+		}))
 		warmFirst, warmRes = append(warmFirst, first), append(warmRes, took)
-		require.NoError(b, warm.o.Settle(ctx))
 
 		// A client sandbox pre-warmed before its first message.
 		id := "pw" + strconv.Itoa(i)
@@ -548,8 +642,10 @@ func BenchmarkSessionTurn(b *testing.B) {
 	b.ReportMetric(ms(p50(warmRes))/ms(p50(coldRes)), "warm/cold")
 	b.ReportMetric(ms(p50(preFirst)), "prewarmed-first-ms")
 	b.ReportMetric(ms(p50(preRes)), "prewarmed-result-ms")
-	b.Logf("cold result %v, warm first model request %v, warm result %v, pre-warmed sandbox first model request %v, result %v",
-		coldRes, warmFirst, warmRes, preFirst, preRes)
+	b.ReportMetric(ms(p50(coldCPU)), "cold-cpu-ms")
+	b.ReportMetric(ms(p50(warmCPU)), "warm-cpu-ms")
+	b.Logf("cold result %v, warm first model request %v, warm result %v, pre-warmed sandbox first model request %v, result %v; CPU cold %v, warm %v",
+		coldRes, warmFirst, warmRes, preFirst, preRes, coldCPU, warmCPU)
 }
 
 // TestE2ESessionSpoiledWarmUp: a pre-started CLI that does anything but

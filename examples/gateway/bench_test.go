@@ -1,14 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/docker"
+	"github.com/agentbox/agentbox/internal/testkit/cpuprobe"
 	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/middleware"
@@ -26,7 +33,12 @@ import (
 // Docker, the real CLI, the scripted model), with admission control at its
 // defaults and off, in the same run. Each iteration is one burst of 50;
 // run it with -benchtime=1x. It reports errors, the p50 and p95 request
-// latency in seconds and requests per minute.
+// latency in seconds and requests per minute, and the CPU per request
+// (cpuprobe over the burst until every sandbox is torn down, divided by
+// the requests). Three bare `docker run`s of the same CLI right before
+// each burst, under the same load, give the baseline: bare-cpu-ms per request and the requests a
+// minute that CPU allows on this machine's cores (cpu-bound-req/min);
+// cpu-bound-share is the burst's rate over it.
 func BenchmarkConcurrentChats(b *testing.B) {
 	const chats, users = 50, 10
 	for _, mode := range []struct {
@@ -39,11 +51,28 @@ func BenchmarkConcurrentChats(b *testing.B) {
 		{"admission=off", middleware.Admission{Off: true}},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			g, _ := startGateway(b, func(o *Options) { o.Admission = mode.adm })
+			g, data := startGateway(b, func(o *Options) { o.Admission = mode.adm })
+			// The baseline right before the burst, under the same load.
+			bare := newBareRun(b, g)
+			defer bare.model.Close()
+			var bareCPU []cpuprobe.Report
+			for range 3 {
+				bareCPU = append(bareCPU, measureCPU(b, bare.owns, func() { bare.run(b) }))
+			}
+			bareMs := cpuMedian(bareCPU)
+			allowed := float64(runtime.NumCPU()) * float64(time.Minute/time.Millisecond) / bareMs
+			b.Logf("bare docker run: CPU ms per request, median of 3: %.0f (%s): %.1f requests a minute on %d cores",
+				bareMs, cpuTable(bareCPU), allowed, runtime.NumCPU())
 			var lat []time.Duration
 			errs, iter := 0, 0
-			start := time.Now()
+			var cpu cpuprobe.Report
+			var elapsed time.Duration
 			for b.Loop() {
+				start := time.Now()
+				// Fifty containers' processes: a slower poll keeps the probe's
+				// own cost small; what it does not see counts as reaped.
+				probe, err := cpuprobe.Start(cpuprobe.Options{Owns: ownsData(data), Interval: 100 * time.Millisecond})
+				require.NoError(b, err)
 				var mu sync.Mutex
 				var wg sync.WaitGroup
 				for i := range chats {
@@ -65,14 +94,25 @@ func BenchmarkConcurrentChats(b *testing.B) {
 					})
 				}
 				wg.Wait()
+				elapsed += time.Since(start)
+				// The CPU counts the teardowns too; the rate does not wait for them.
+				require.NoError(b, g.orch.Settle(context.Background()))
+				cpu = cpu.Add(probe.Stop())
 				iter++
 			}
-			elapsed := time.Since(start)
+			perReq := float64(cpu.Total().Milliseconds()) / float64(len(lat))
+			rate := float64(len(lat)) / elapsed.Minutes()
+			b.ReportMetric(perReq, "cpu-ms/req")
+			b.ReportMetric(bareMs, "bare-cpu-ms")
+			b.ReportMetric(perReq/bareMs, "cpu/bare-cpu")
+			b.ReportMetric(allowed, "cpu-bound-req/min")
+			b.ReportMetric(rate/allowed, "cpu-bound-share")
+			b.Logf("burst CPU: %s; per command: %s", cpu, cpuCommands([]cpuprobe.Report{cpu}))
 			slices.Sort(lat)
 			b.ReportMetric(float64(errs), "errors")
 			b.ReportMetric(lat[len(lat)/2].Seconds(), "p50_s")
 			b.ReportMetric(lat[len(lat)*95/100].Seconds(), "p95_s")
-			b.ReportMetric(float64(len(lat))/elapsed.Minutes(), "req/min")
+			b.ReportMetric(rate, "req/min")
 			b.ReportMetric(float64(len(g.Model.MessageRequests()))/float64(len(lat)), "model_calls/req")
 		})
 	}
@@ -83,16 +123,24 @@ func BenchmarkConcurrentChats(b *testing.B) {
 // relay and the model route, teardown after the response) with the same
 // CLI and flags run bare against the same scripted model: by `docker run
 // --rm` of the same image with the same CPU and memory limits, and on the
-// host. Each iteration runs all three once; run it with -benchtime=5x. The
-// docker run baseline uses --network host, the only way a bare container
-// reaches the scripted model on loopback (the gateway's sandboxes keep
-// network none). It reports the medians in milliseconds, the gateway's
-// agent phase, and the ratios the issue targets (gateway / docker run,
-// agent phase / host CLI). A second gateway with -pool 1 answers the same
-// new-chat request with a started container from its pool (pooled-ms, and
-// pooled-start-ms its container phase).
+// host. Each iteration runs all of them once, interleaved, so they see the
+// same machine load; run it with -benchtime=5x. The docker run baseline
+// uses --network host, the only way a bare container reaches the scripted
+// model on loopback (the gateway's sandboxes keep network none). It
+// reports the medians in milliseconds, the gateway's agent phase, and the
+// ratios the issue targets (gateway / docker run, agent phase / host CLI).
+// A second gateway with -pool 1 answers the same new-chat request with a
+// started container from its pool (pooled-ms, and pooled-start-ms its
+// container phase).
+//
+// Beside wall time it reports CPU: the machine CPU each request cost the
+// processes around it (this process, which holds the gateway and the
+// scripted model; the docker CLI; dockerd, containerd, the shims and runc
+// calls of the request's containers; the processes inside them), from the
+// request until its teardown is done (cpuprobe; teardown-cpu-ms is the
+// part after the response), and logs the median per process group. (middleware's BenchmarkSessionTurn reports a warm turn's.)
 func BenchmarkColdPath(b *testing.B) {
-	g, _ := startGateway(b)
+	g, data := startGateway(b)
 	var poolData string
 	gp, _ := startGateway(b, func(o *Options) { o.Pool, poolData = 1, o.DataDir })
 	ctx := context.Background()
@@ -101,15 +149,11 @@ func BenchmarkColdPath(b *testing.B) {
 	hostDir := b.TempDir()
 	hostModel := scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(hostDir)))
 	defer hostModel.Close()
-	dockerModel := scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(executor.ContainerWorkdir)))
-	defer dockerModel.Close()
-	model := g.Config.Assistants[demoAssistant].Connector.Model
-	cliArgs := []string{"-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--max-turns", "10",
-		"--model", model, demoPrompt}
-	env := func(url string) []string {
-		return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=bench", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
-	}
+	bare := newBareRun(b, g)
+	defer bare.model.Close()
+	cliArgs, env := bare.cliArgs, bareEnv
 	var gw, agent, dockerRun, host, pooled, pooledStart []time.Duration
+	var gwCPU, gwReqCPU, gwDownCPU, bareCPU, hostCPU, pooledCPU []cpuprobe.Report
 	for i := 0; b.Loop(); i++ {
 		if i == 0 {
 			// The pool fills after the first request of its configuration.
@@ -117,42 +161,43 @@ func BenchmarkColdPath(b *testing.B) {
 			require.Equal(b, http.StatusOK, status, body)
 		}
 		testenv.WaitPooled(b, poolData)
-		t0 := time.Now()
-		status, body := rawChat(b, gp.URL, demoUser, fmt.Sprintf("pooled-%d", i), demoPrompt, nil, "")
-		pooled = append(pooled, time.Since(t0))
-		require.Equal(b, http.StatusOK, status, body)
+		var status int
+		var body string
+		pooledCPU = append(pooledCPU, measureCPU(b, ownsData(poolData), func() {
+			t0 := time.Now()
+			status, body = rawChat(b, gp.URL, demoUser, fmt.Sprintf("pooled-%d", i), demoPrompt, nil, "")
+			pooled = append(pooled, time.Since(t0))
+			require.Equal(b, http.StatusOK, status, body)
+			require.NoError(b, gp.orch.Settle(ctx))
+		}))
 		pooledStart = append(pooledStart, time.Duration(timings(b, body)["container_start_ms"]*float64(time.Millisecond)))
-		require.NoError(b, gp.orch.Settle(ctx))
 
-		t0 = time.Now()
-		status, body = rawChat(b, g.URL, demoUser, fmt.Sprintf("cold-%d", i), demoPrompt, nil, "")
-		gw = append(gw, time.Since(t0))
-		require.Equal(b, http.StatusOK, status, body)
+		// Two windows: the request until its response, then its teardown.
+		req := measureCPU(b, ownsData(data), func() {
+			t0 := time.Now()
+			status, body = rawChat(b, g.URL, demoUser, fmt.Sprintf("cold-%d", i), demoPrompt, nil, "")
+			gw = append(gw, time.Since(t0))
+			require.Equal(b, http.StatusOK, status, body)
+		})
+		down := measureCPU(b, ownsData(data), func() { require.NoError(b, g.orch.Settle(ctx)) })
+		gwReqCPU, gwDownCPU = append(gwReqCPU, req), append(gwDownCPU, down)
+		gwCPU = append(gwCPU, req.Add(down))
 		agent = append(agent, time.Duration(timings(b, body)["agent_ms"]*float64(time.Millisecond)))
-		require.NoError(b, g.orch.Settle(ctx))
 
-		ws := b.TempDir()
-		require.NoError(b, os.Chmod(ws, 0o777))
-		args := []string{"run", "--rm", "--network", "host", "--cpus", "1", "--memory", "1g", "-u", "1000:1000",
-			"-v", ws + ":" + executor.ContainerWorkdir, "-w", executor.ContainerWorkdir, "-e", "HOME=/tmp", "--entrypoint", "claude"}
-		for _, kv := range env(dockerModel.URL) {
-			args = append(args, "-e", kv)
-		}
-		args = append(append(args, "agentbox/sandbox-claude:latest"), cliArgs...)
-		t0 = time.Now()
-		out, err := exec.Command("docker", args...).CombinedOutput()
-		dockerRun = append(dockerRun, time.Since(t0))
-		require.NoError(b, err, "%s", out)
-		require.Contains(b, string(out), `"subtype":"success"`)
+		var d time.Duration
+		bareCPU = append(bareCPU, measureCPU(b, bare.owns, func() { d = bare.run(b) }))
+		dockerRun = append(dockerRun, d)
 
 		home := b.TempDir()
 		cmd := exec.Command(claudeBin, cliArgs...)
 		cmd.Dir, cmd.Env = hostDir, append(env(hostModel.URL), "HOME="+home, "PATH=/usr/bin:/bin")
-		t0 = time.Now()
-		out, err = cmd.CombinedOutput()
-		host = append(host, time.Since(t0))
-		require.NoError(b, err, "%s", out)
-		require.Contains(b, string(out), `"subtype":"success"`)
+		hostCPU = append(hostCPU, measureCPU(b, bare.owns, func() {
+			t0 := time.Now()
+			out, err := cmd.CombinedOutput()
+			host = append(host, time.Since(t0))
+			require.NoError(b, err, "%s", out)
+			require.Contains(b, string(out), `"subtype":"success"`)
+		}))
 		require.NoError(b, os.Remove(filepath.Join(hostDir, scriptedapi.DemoFile)))
 	}
 	med := func(d []time.Duration) float64 {
@@ -170,6 +215,129 @@ func BenchmarkColdPath(b *testing.B) {
 	b.ReportMetric(med(gw)/med(dockerRun), "gateway/docker-run")
 	b.ReportMetric(med(agent)/med(host), "agent/host-cli")
 	b.Logf("gateway %v, agent phase %v, docker run %v, host CLI %v, pooled %v (start %v)", gw, agent, dockerRun, host, pooled, pooledStart)
+	gwMs, bareMs := cpuMedian(gwCPU), cpuMedian(bareCPU)
+	b.ReportMetric(gwMs, "gateway-cpu-ms")
+	b.ReportMetric(bareMs, "docker-run-cpu-ms")
+	b.ReportMetric(cpuMedian(pooledCPU), "pooled-cpu-ms")
+	b.ReportMetric(cpuMedian(gwDownCPU), "teardown-cpu-ms")
+	b.ReportMetric(cpuMedian(hostCPU), "host-cli-cpu-ms")
+	b.ReportMetric(gwMs/bareMs, "gateway/docker-run-cpu")
+	for _, r := range []struct {
+		name string
+		rs   []cpuprobe.Report
+	}{{"gateway cold", gwCPU}, {"gateway cold, until the response", gwReqCPU}, {"gateway cold, teardown", gwDownCPU}, {"docker run", bareCPU}, {"pooled", pooledCPU}, {"host CLI", hostCPU}} {
+		b.Logf("CPU ms, median per group, %s: %s", r.name, cpuTable(r.rs))
+		b.Logf("CPU ms, mean per command, %s: %s", r.name, cpuCommands(r.rs))
+	}
+}
+
+// bareEnv is the CLI's environment for a bare run against the model at url.
+func bareEnv(url string) []string {
+	return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=bench", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+}
+
+// bareRun is the baseline: the demo's CLI and flags by `docker run --rm`
+// of the gateway's image with the same CPU and memory limits, against a
+// scripted model of its own, in containers labelled for cpuprobe.
+type bareRun struct {
+	model   *scriptedapi.Server
+	cliArgs []string
+	label   string
+	owns    func(map[string]string) bool
+}
+
+// newBareRun prepares the baseline for gateway g's demo assistant.
+func newBareRun(b *testing.B, g *Gateway) *bareRun {
+	label := "agentbox-bench-bare=" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	k, v, _ := strings.Cut(label, "=")
+	return &bareRun{
+		model: scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(executor.ContainerWorkdir))),
+		cliArgs: []string{"-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--max-turns", "10",
+			"--model", g.Config.Assistants[demoAssistant].Connector.Model, demoPrompt},
+		label: label,
+		owns:  func(l map[string]string) bool { return l[k] == v },
+	}
+}
+
+// run runs the CLI once, in a new workspace, and returns its wall time.
+func (r *bareRun) run(b *testing.B) time.Duration {
+	ws := b.TempDir()
+	require.NoError(b, os.Chmod(ws, 0o777))
+	args := []string{"run", "--rm", "--label", r.label, "--network", "host", "--cpus", "1", "--memory", "1g", "-u", "1000:1000",
+		"-v", ws + ":" + executor.ContainerWorkdir, "-w", executor.ContainerWorkdir, "-e", "HOME=/tmp", "--entrypoint", "claude"}
+	for _, kv := range bareEnv(r.model.URL) {
+		args = append(args, "-e", kv)
+	}
+	args = append(append(args, "agentbox/sandbox-claude:latest"), r.cliArgs...)
+	t0 := time.Now()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	d := time.Since(t0)
+	require.NoError(b, err, "%s", out)
+	require.Contains(b, string(out), `"subtype":"success"`)
+	return d
+}
+
+// ownsData picks the containers of the gateway on data directory dir.
+func ownsData(dir string) func(map[string]string) bool {
+	return func(l map[string]string) bool { return l[docker.LabelDataDir] == dir }
+}
+
+// measureCPU runs f inside a cpuprobe window counting the containers owns
+// picks.
+func measureCPU(b *testing.B, owns func(map[string]string) bool, f func()) cpuprobe.Report {
+	b.Helper()
+	p, err := cpuprobe.Start(cpuprobe.Options{Owns: owns})
+	require.NoError(b, err)
+	f()
+	return p.Stop()
+}
+
+// cpuMedian is the median total CPU of the reports, in milliseconds.
+func cpuMedian(rs []cpuprobe.Report) float64 {
+	t := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		t[i] = r.Total()
+	}
+	slices.Sort(t)
+	return float64(t[len(t)/2]) / float64(time.Millisecond)
+}
+
+// cpuCommands prints the mean CPU per group and command over the reports,
+// largest first, leaving out those under 5 ms.
+func cpuCommands(rs []cpuprobe.Report) string {
+	var sum cpuprobe.Report
+	for _, r := range rs {
+		sum = sum.Add(r)
+	}
+	keys := slices.Collect(maps.Keys(sum.Commands))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(sum.Commands[b], sum.Commands[a]) })
+	var parts []string
+	for _, k := range keys {
+		if ms := sum.Commands[k].Milliseconds() / int64(len(rs)); ms >= 5 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, ms))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// cpuTable prints the median CPU of each group over the reports, the
+// median total and the median machine CPU (everything on the machine).
+func cpuTable(rs []cpuprobe.Report) string {
+	med := func(f func(cpuprobe.Report) time.Duration) int64 {
+		t := make([]time.Duration, len(rs))
+		for i, r := range rs {
+			t[i] = f(r)
+		}
+		slices.Sort(t)
+		return t[len(t)/2].Milliseconds()
+	}
+	var sb strings.Builder
+	for _, g := range cpuprobe.Groups {
+		fmt.Fprintf(&sb, "%s %d, ", g, med(func(r cpuprobe.Report) time.Duration { return r.Groups[g] }))
+	}
+	fmt.Fprintf(&sb, "total %d, machine %d, wall %d", med(cpuprobe.Report.Total),
+		med(func(r cpuprobe.Report) time.Duration { return r.Machine }), med(func(r cpuprobe.Report) time.Duration { return r.Wall }))
+	return sb.String()
 }
 
 // timings are the agentbox.timings of a non-streamed completion.

@@ -58,8 +58,9 @@ KC
 	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
 		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestE2ESessionPolicyKubernetes$' ./middleware "$@" || status=$?
 	# The example gateway's demo on pods; two gateway processes sharing
-	# chats, one killed -9; a request on pods beside one on Docker.
-	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
+	# chats, one killed -9; a request on pods beside one on Docker (the
+	# admin's kubeconfig reads the API server's /metrics for its cost).
+	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw AGENTBOX_K8S_METRICS_KUBECONFIG=$K8S_DIR/admin.kubeconfig \
 		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^(TestDemoKubernetes|TestReplicasKubernetes)$' \
 		-bench '^BenchmarkRequestBackends$' -benchtime 3x ./examples/gateway "$@" || status=$?
 	t3=$(date +%s)

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agentbox/agentbox/executor/docker"
+	k8sexec "github.com/agentbox/agentbox/executor/kubernetes"
+	"github.com/agentbox/agentbox/internal/testkit/cpuprobe"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+)
+
+// BenchmarkRequestBackends measures, in one run, a cold sandboxed request
+// to the example gateway (a new chat: sandbox start, hooks, the real CLI
+// against the scripted model, teardown) on Docker and on the Kubernetes
+// cluster of AGENTBOX_KUBECONFIG (internal/testkit/k8s/test.sh runs it),
+// one request of each per iteration so both see the same machine load.
+// Run it with -benchtime=5x. It reports the medians in milliseconds of the
+// request, its sandbox start and its agent phase per backend, the ratio of
+// the request times, and the machine CPU each request cost (cpuprobe: this
+// process, the Docker daemon and the Docker sandbox's processes).
+//
+// On pods it also reports the API server's cost per sandboxed request:
+// the CPU of the kube-apiserver process (its /proc stat delta, when it
+// runs on this host) and the requests it served (the delta of its
+// apiserver_request_total), each less what the same length of idle time
+// costs it (the kubelet's, scheduler's and controller-manager's own
+// traffic), measured just before each request. Reading /metrics needs a
+// kubeconfig allowed to (AGENTBOX_K8S_METRICS_KUBECONFIG, the admin's in
+// test.sh; AGENTBOX_KUBECONFIG when unset).
+func BenchmarkRequestBackends(b *testing.B) {
+	kc := testenv.RequireCluster(b)
+	g, data := startGateway(b)
+	k, _ := startGateway(b, func(o *Options) {
+		o.Executor, o.HelperBinary = "kubernetes", ""
+		o.Kubernetes = k8sexec.Options{Kubeconfig: kc, StorageClass: "agentbox-local", ImagePullPolicy: "Never"}
+	})
+	api := newAPIServerGauge(b, kc)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	type sample struct{ total, start, agent, cpu []time.Duration }
+	var dk, pods sample
+	var apiCPU, apiReqs []float64
+	ctx := context.Background()
+	request := func(s *sample, url, chat string) {
+		t0 := time.Now()
+		status, body := rawChat(b, url, demoUser, chat, demoPrompt, nil, "")
+		s.total = append(s.total, time.Since(t0))
+		require.Equal(b, http.StatusOK, status, "%s: %s", url, body)
+		tm := timings(b, body)
+		s.start = append(s.start, ms(tm["container_start_ms"]))
+		s.agent = append(s.agent, ms(tm["agent_ms"]))
+	}
+	for i := 0; b.Loop(); i++ {
+		chat := fmt.Sprintf("backends-%s-%d", run, i)
+		p, err := cpuprobe.Start(cpuprobe.Options{Owns: func(l map[string]string) bool { return l[docker.LabelDataDir] == data }})
+		require.NoError(b, err)
+		request(&dk, g.URL, chat)
+		require.NoError(b, g.orch.Settle(ctx))
+		dk.cpu = append(dk.cpu, p.Stop().Total())
+
+		// The API server's idle cost over as long as the request takes,
+		// then the request's (until its pod is deleted: Settle).
+		idle := api.window(b, func() { time.Sleep(dk.total[len(dk.total)-1]) })
+		p, err = cpuprobe.Start(cpuprobe.Options{Owns: func(map[string]string) bool { return false }})
+		require.NoError(b, err)
+		busy := api.window(b, func() {
+			request(&pods, k.URL, chat)
+			require.NoError(b, k.orch.Settle(ctx))
+		})
+		pods.cpu = append(pods.cpu, p.Stop().Total())
+		scale := busy.wall.Seconds() / idle.wall.Seconds()
+		apiCPU = append(apiCPU, (busy.cpu-time.Duration(float64(idle.cpu)*scale)).Seconds()*1000)
+		apiReqs = append(apiReqs, busy.requests-idle.requests*scale)
+		b.Logf("pods request %d: API server %v CPU, %.0f requests (idle over %v: %v CPU, %.0f requests)",
+			i, busy.cpu, busy.requests, idle.wall.Round(time.Millisecond), idle.cpu, idle.requests)
+	}
+	med := func(d []time.Duration) float64 {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return float64(s[len(s)/2]) / float64(time.Millisecond)
+	}
+	medf := func(f []float64) float64 {
+		s := slices.Clone(f)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	for _, be := range []struct {
+		name string
+		s    sample
+	}{{"docker", dk}, {"kubernetes", pods}} {
+		b.ReportMetric(med(be.s.total), be.name+"-request-ms")
+		b.ReportMetric(med(be.s.start), be.name+"-start-ms")
+		b.ReportMetric(med(be.s.agent), be.name+"-agent-ms")
+		b.ReportMetric(med(be.s.cpu), be.name+"-cpu-ms")
+		b.Logf("%s: requests %v, sandbox start %v, agent %v, CPU %v", be.name, be.s.total, be.s.start, be.s.agent, be.s.cpu)
+	}
+	b.ReportMetric(med(pods.total)/med(dk.total), "kubernetes/docker")
+	if api.pid != 0 {
+		b.ReportMetric(medf(apiCPU), "apiserver-cpu-ms/req")
+	}
+	b.ReportMetric(medf(apiReqs), "apiserver-requests/req")
+	b.Logf("API server per sandboxed request, net of idle: CPU ms %v, requests %v", apiCPU, apiReqs)
+}
+
+// apiServerGauge reads the API server's CPU and request count.
+type apiServerGauge struct {
+	cs  kubernetes.Interface
+	pid int // the kube-apiserver process on this host, 0 when not here
+}
+
+// apiWindow is what the API server spent over one window.
+type apiWindow struct {
+	wall, cpu time.Duration
+	requests  float64
+}
+
+// newAPIServerGauge connects to the cluster's /metrics and finds the
+// kube-apiserver process.
+func newAPIServerGauge(b *testing.B, kc string) *apiServerGauge {
+	b.Helper()
+	if m := os.Getenv("AGENTBOX_K8S_METRICS_KUBECONFIG"); m != "" {
+		kc = m
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	require.NoError(b, err, "kubeconfig %s", kc)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(b, err)
+	g := &apiServerGauge{cs: cs}
+	_, err = g.requests(b.Context())
+	require.NoError(b, err, "read the API server's /metrics (set AGENTBOX_K8S_METRICS_KUBECONFIG to a kubeconfig allowed to)")
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if strings.TrimSpace(string(comm)) == "kube-apiserver" {
+			g.pid, _ = strconv.Atoi(e.Name())
+		}
+	}
+	if g.pid == 0 {
+		b.Log("no kube-apiserver process on this host: its CPU is not reported")
+	}
+	return g
+}
+
+// window measures the API server over f.
+func (g *apiServerGauge) window(b *testing.B, f func()) apiWindow {
+	b.Helper()
+	r0, err := g.requests(b.Context())
+	require.NoError(b, err)
+	c0 := g.cpu(b)
+	t0 := time.Now()
+	f()
+	w := apiWindow{wall: time.Since(t0), cpu: g.cpu(b) - c0}
+	r1, err := g.requests(b.Context())
+	require.NoError(b, err)
+	// Less the scrape that opened the window, which the second counts.
+	w.requests = r1 - r0 - 1
+	return w
+}
+
+// cpu is the API server process's utime+stime (0 when it is not here).
+func (g *apiServerGauge) cpu(b *testing.B) time.Duration {
+	if g.pid == 0 {
+		return 0
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.pid))
+	require.NoError(b, err, "the kube-apiserver process went away")
+	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	s, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond // USER_HZ is 100
+}
+
+// requests is the sum of the API server's apiserver_request_total.
+func (g *apiServerGauge) requests(ctx context.Context) (float64, error) {
+	raw, err := g.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("get /metrics: %w", err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return 0, fmt.Errorf("parse /metrics: %w", err)
+	}
+	fam, ok := fams["apiserver_request_total"]
+	if !ok {
+		return 0, fmt.Errorf("/metrics has no apiserver_request_total")
+	}
+	var n float64
+	for _, m := range fam.GetMetric() {
+		n += m.GetCounter().GetValue()
+	}
+	return n, nil
+}
