@@ -126,7 +126,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, &APIError{Status: http.StatusBadRequest, Message: "body is not valid JSON: " + err.Error()})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": max(1, len(raw)/4)})
+		scriptbook.WriteJSON(w, http.StatusOK, map[string]int{"input_tokens": max(1, len(raw)/4)})
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
 		if err := json.Unmarshal(raw, &req.Body); err != nil {
 			writeError(w, &APIError{Status: http.StatusBadRequest, Message: "body is not valid JSON: " + err.Error()})
@@ -170,7 +170,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *Request, t 
 	}
 	msg := s.message(req, t)
 	if !req.Body.Stream {
-		writeJSON(w, http.StatusOK, msg)
+		scriptbook.WriteJSON(w, http.StatusOK, msg)
 		return
 	}
 	s.stream(w, r, msg, t)
@@ -402,12 +402,5 @@ func writeError(w http.ResponseWriter, e *APIError) {
 	if e.RetryAfter != "" {
 		w.Header().Set("retry-after", e.RetryAfter)
 	}
-	writeJSON(w, e.Status, errorBody(e))
-}
-
-// writeJSON writes v with the given status.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	scriptbook.WriteJSON(w, e.Status, errorBody(e))
 }
