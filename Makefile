@@ -12,8 +12,12 @@ CLAUDE_BIN ?=
 include examples/images/VERSIONS
 # The sandbox image with the previous pin, for test-claude-previous.
 PREVIOUS_IMAGE ?= agentbox/sandbox-claude:$(CLAUDE_CODE_VERSION_PREVIOUS)
+# The codex runner's images (CODEX_VERSION_PINNED and CODEX_VERSION_PREVIOUS).
+CODEX_IMAGE ?= agentbox/sandbox-codex:latest
+CODEX_PREVIOUS_IMAGE ?= agentbox/sandbox-codex:$(CODEX_VERSION_PREVIOUS)
+CODEX_VENDOR ?=
 
-.PHONY: all setup helper image image-previous test test-claude-previous test-runsc test-k8s vet lint fuzz demo clean k8s-up k8s-down
+.PHONY: all setup helper image image-previous image-codex image-codex-previous test test-claude-previous test-codex-previous test-runsc test-k8s vet lint fuzz demo clean k8s-up k8s-down
 
 all: vet test
 
@@ -43,6 +47,28 @@ image-previous: helper
 	else \
 		HELPER=bin/agentbox-helper CLAUDE_CODE_VERSION=$(CLAUDE_CODE_VERSION_PREVIOUS) IMAGE_INPUTS=$$inputs examples/images/build-offline.sh $(PREVIOUS_IMAGE); \
 	fi
+
+## image-codex: the codex runner's offline sandbox image (AGENT=codex), the CLI's platform package from the npm registry or CODEX_VENDOR
+image-codex: helper
+	@inputs=$$( (cat bin/agentbox-helper examples/images/build-offline.sh examples/images/VERSIONS; echo codex) | sha256sum | cut -c1-16); \
+	if [ "$$(docker image inspect -f '{{index .Config.Labels "io.agentbox.image.inputs"}}' $(CODEX_IMAGE) 2>/dev/null)" = "$$inputs" ]; then \
+		echo "image-codex: $(CODEX_IMAGE) is up to date ($$inputs)"; \
+	else \
+		AGENT=codex HELPER=bin/agentbox-helper CODEX_VENDOR="$(CODEX_VENDOR)" IMAGE_INPUTS=$$inputs examples/images/build-offline.sh $(CODEX_IMAGE); \
+	fi
+
+## image-codex-previous: the codex image with the previous CLI pin (VERSIONS), CLI from the npm registry
+image-codex-previous: helper
+	@inputs=$$( (cat bin/agentbox-helper examples/images/build-offline.sh; echo codex $(CODEX_VERSION_PREVIOUS)) | sha256sum | cut -c1-16); \
+	if [ "$$(docker image inspect -f '{{index .Config.Labels "io.agentbox.image.inputs"}}' $(CODEX_PREVIOUS_IMAGE) 2>/dev/null)" = "$$inputs" ]; then \
+		echo "image-codex-previous: $(CODEX_PREVIOUS_IMAGE) is up to date ($$inputs)"; \
+	else \
+		AGENT=codex HELPER=bin/agentbox-helper CODEX_VERSION=$(CODEX_VERSION_PREVIOUS) IMAGE_INPUTS=$$inputs examples/images/build-offline.sh $(CODEX_PREVIOUS_IMAGE); \
+	fi
+
+## test-codex-previous: the codex package's tests (runner conformance, e2e) against the previous CLI pin
+test-codex-previous: image-codex-previous
+	AGENTBOX_TEST_CODEX_IMAGE=$(CODEX_PREVIOUS_IMAGE) $(GO) test $(TEST_FLAGS) ./codex
 
 ## test-claude-previous: the claude package's tests (runner conformance, e2e) against the previous CLI pin
 test-claude-previous: image-previous

@@ -24,6 +24,14 @@ import (
 // ($CLAUDE_CONFIG_DIR/skills), outside the workspace the agent writes.
 const DefaultSkillsDir = ".claude/skills"
 
+// CodexSkillsDir is where a codex assistant's skills are placed, relative
+// to HOME: the Codex CLI reads user skills from $HOME/.agents/skills.
+const CodexSkillsDir = ".agents/skills"
+
+// skillsDirs are the skills directories of the runners that do not read
+// DefaultSkillsDir.
+var skillsDirs = map[string]string{config.CommandCodex: CodexSkillsDir}
+
 // ConfigOptions configure CatalogFromConfig.
 type ConfigOptions struct {
 	// Hooks compiles an assistant's hooks file (config.Assistant.Hooks,
@@ -34,8 +42,9 @@ type ConfigOptions struct {
 	// routes it through the in-container helper); nil keeps the servers as
 	// declared.
 	MCP config.MCPTransform
-	// SkillsDir is where skills go, relative to the agent's HOME
-	// (DefaultSkillsDir when empty).
+	// SkillsDir is where skills go, relative to the agent's HOME, for
+	// every assistant; when empty each runner's own (DefaultSkillsDir,
+	// CodexSkillsDir for codex).
 	SkillsDir string
 }
 
@@ -45,9 +54,6 @@ type ConfigOptions struct {
 // connector's model, host and key, the runner's arguments, the MCP
 // configuration and its allowed tools. Every problem is reported at once.
 func CatalogFromConfig(g *config.Gateway, o ConfigOptions) (*middleware.StaticCatalog, error) {
-	if o.SkillsDir == "" {
-		o.SkillsDir = DefaultSkillsDir
-	}
 	if o.Hooks == nil {
 		o.Hooks = JSHooks(jsapi.Options{})
 	}
@@ -115,7 +121,14 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 	if c := ca.Connector; c != nil {
 		s.Run.Model = c.Model
 		s.Connector = middleware.Connector{Upstream: c.Host, Key: c.Key.Reveal()}
-		if c.Type == config.ConnectorOpenAI && sb.Command == "claude" {
+		if sb.Command == config.CommandCodex {
+			t, err := codexTranslate(c)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			s.Connector.Translate = t
+		}
+		if c.Type == config.ConnectorOpenAI && sb.Command == config.CommandClaude {
 			s.Connector.Translate = TranslateOpenAI(anthropicopenai.Options{ReasoningField: c.OpenAI.ReasoningField, ThinkingParam: c.OpenAI.Thinking,
 				StreamUsage: c.OpenAI.StreamUsage, MaxTokensCeiling: c.OpenAI.MaxTokens, MaxCompletionTokens: c.OpenAI.MaxCompletionTokens})
 		}
@@ -132,7 +145,11 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 		// agent's tools trust the gateway's CA (see stack.go).
 		s.Spec.Env = append(s.Spec.Env, egress.CAEnv(cmp.Or(s.Home, middleware.DefaultHome))...)
 	}
-	files, err := ca.SkillFiles(o.SkillsDir)
+	dir := o.SkillsDir
+	if dir == "" {
+		dir = cmp.Or(skillsDirs[sb.Command], DefaultSkillsDir)
+	}
+	files, err := ca.SkillFiles(dir)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -147,6 +164,16 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 	}
 	a.Sandbox = s
 	return a, errors.Join(errs...)
+}
+
+// codexTranslate is the transport of a codex assistant's connector: none
+// for an openai connector that serves the Responses API (the CLI's calls
+// pass through), a translation otherwise.
+func codexTranslate(c *config.Connector) (func(middleware.Connector, string, http.RoundTripper, hclog.Logger) (http.RoundTripper, error), error) {
+	if c.Type == config.ConnectorOpenAI && c.OpenAI.API == config.OpenAIAPIResponses {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("connector %q: the codex runner needs an openai connector with \"api\": \"responses\"; set it, or point the assistant at such a connector", c.ID)
 }
 
 // TranslateOpenAI is a Connector.Translate for OpenAI-compatible Chat

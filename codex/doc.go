@@ -36,9 +36,10 @@
 // error): --ignore-user-config leaves $CODEX_HOME/config.toml unread, so
 // nothing the agent writes there takes effect.
 //
-// The environment is built from scratch: PATH, HOME, CODEX_HOME
-// ($HOME/.codex, where the CLI keeps its state and sessions), SHELL, LANG,
-// AGENTBOX_MODEL_TOKEN, NO_COLOR, TERM=dumb. The CLI's shell policy keeps
+// The environment is built from scratch: PATH, HOME, SHELL, LANG,
+// AGENTBOX_MODEL_TOKEN, NO_COLOR, TERM=dumb. CODEX_HOME is unset, so the
+// CLI keeps its state and sessions in $HOME/.codex (CodexDir), which it
+// creates (a CODEX_HOME naming a missing directory is an error). The CLI's shell policy keeps
 // variables named like *TOKEN* out of the agent's commands.
 //
 // Sandbox arguments (package.yao sandbox.arguments): model_profile (the

@@ -334,11 +334,12 @@ func checkRequest(req executor.RunRequest) error {
 }
 
 // environment is the CLI's whole environment, built from scratch.
+// CODEX_HOME is left unset: the CLI then uses $HOME/.codex (CodexDir) and
+// creates it, where a CODEX_HOME naming a missing directory is an error.
 func environment(req executor.RunRequest) []string {
 	return []string{
 		"PATH=" + defaultPath,
 		"HOME=" + req.Home,
-		"CODEX_HOME=" + path.Join(req.Home, CodexDir),
 		"SHELL=/bin/bash",
 		"LANG=C.UTF-8",
 		TokenEnv + "=" + req.APIKey,

@@ -70,7 +70,7 @@ func TestInvocation(t *testing.T) {
 	assert.Equal(t, "disabled", str(t, o["web_search"]))
 	assert.NotContains(t, o, "developer_instructions", "no system prompt, no developer instructions")
 	assert.Equal(t, "hello", string(inv.Stdin))
-	assert.Equal(t, []string{"PATH=/opt/agentbox/bin:/usr/local/bin:/usr/bin:/bin", "HOME=/home/agent", "CODEX_HOME=/home/agent/.codex",
+	assert.Equal(t, []string{"PATH=/opt/agentbox/bin:/usr/local/bin:/usr/bin:/bin", "HOME=/home/agent",
 		"SHELL=/bin/bash", "LANG=C.UTF-8", "AGENTBOX_MODEL_TOKEN=tok-1", "NO_COLOR=1", "TERM=dumb"}, inv.Env)
 	for _, arg := range a {
 		assert.NotContains(t, arg, "tok-1", "the token travels in the environment only")
