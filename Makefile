@@ -106,12 +106,12 @@ clean:
 	rm -rf bin
 
 ## k8s-up: build (cached in /var/cache/agentbox-k8s, under nice unless K8S_NICE= is set) and start the offline single-node test cluster (root)
-k8s-up: image
+k8s-up: image image-codex
 	internal/testkit/k8s/build.sh
 	internal/testkit/k8s/up.sh
 
 ## test-k8s: the Kubernetes backend's tests on a real offline cluster: build (cached), bring-up, the cluster tests with AGENTBOX_K8S=1, teardown (always) with the host checked against its baseline
-test-k8s: image
+test-k8s: image image-codex
 	internal/testkit/k8s/test.sh
 
 ## k8s-down: tear the test cluster down and check the host is as before

@@ -121,6 +121,11 @@ else
 	cp "$codex_dir/codex-package.json" "$root/usr/local/lib/codex/codex-package.json"
 	ln -s ../lib/codex/bin/codex "$root/usr/local/bin/codex"
 	ln -s ../lib/codex/codex-path/rg "$root/usr/local/bin/rg"
+	# The CLI runs the agent's commands with LC_ALL=C.UTF-8; without glibc's
+	# C.UTF-8 locale every command's output starts with bash's warning.
+	[ -d /usr/lib/locale/C.utf8 ] || die "glibc's C.UTF-8 locale is missing at /usr/lib/locale/C.utf8 (Debian's libc-bin has it)"
+	mkdir -p "$root/usr/lib/locale"
+	cp -r /usr/lib/locale/C.utf8 "$root/usr/lib/locale/"
 fi
 
 if [ -n "${HELPER:-}" ]; then

@@ -35,6 +35,8 @@ type Server struct {
 	once sync.Once
 	// chat serves POST /v1/chat/completions when set (WithChatCompletions).
 	chat http.Handler
+	// responses serves POST /v1/responses when set (WithResponses).
+	responses http.Handler
 
 	book
 	mu  sync.Mutex
@@ -61,6 +63,12 @@ func WithScript(fn Script) Option { return func(s *Server) { s.SetScript(fn) } }
 // compatibility endpoint beside the Messages API. Those requests are h's
 // to record, not this Server's.
 func WithChatCompletions(h http.Handler) Option { return func(s *Server) { s.chat = h } }
+
+// WithResponses serves POST /v1/responses with h (for example an
+// internal/testkit/scriptedresponses Server), as OpenAI serves the
+// Responses API beside Chat Completions on one host. Those requests are
+// h's to record, not this Server's.
+func WithResponses(h http.Handler) Option { return func(s *Server) { s.responses = h } }
 
 // WithTurns enqueues turns.
 func WithTurns(turns ...Turn) Option { return func(s *Server) { s.Enqueue(turns...) } }
@@ -106,6 +114,10 @@ func (s *Server) MessageRequests() []*Request {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.chat != nil && r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions" {
 		s.chat.ServeHTTP(w, r)
+		return
+	}
+	if s.responses != nil && r.Method == http.MethodPost && r.URL.Path == "/v1/responses" {
+		s.responses.ServeHTTP(w, r)
 		return
 	}
 	rec, err := scriptbook.Read(r, maxBody)

@@ -51,17 +51,39 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 // Item is one input item: a message, a function or custom tool call the
 // model made earlier, its output, a reasoning item...
 type Item struct {
-	Type      string  `json:"type"`
-	Role      string  `json:"role,omitempty"`
-	Content   Content `json:"content,omitempty"`
-	CallID    string  `json:"call_id,omitempty"`
-	Name      string  `json:"name,omitempty"`
-	Arguments string  `json:"arguments,omitempty"`
+	Type      string    `json:"type"`
+	Role      string    `json:"role,omitempty"`
+	Content   Content   `json:"content,omitempty"`
+	CallID    string    `json:"call_id,omitempty"`
+	Name      string    `json:"name,omitempty"`
+	Arguments Arguments `json:"arguments,omitempty"`
+	// Namespace is a namespaced function call's namespace.
+	Namespace string `json:"namespace,omitempty"`
 	// Input is a custom tool call's freeform input.
 	Input string `json:"input,omitempty"`
 	// Output is a function or custom tool call's output: a string or a
 	// list of content parts.
 	Output Content `json:"output,omitempty"`
+	// Tools are the tools a tool_search_output found.
+	Tools json.RawMessage `json:"tools,omitempty"`
+}
+
+// Arguments is a call's arguments: a function call's JSON string, or the
+// JSON object of a tool_search_call, kept as its text.
+type Arguments string
+
+// UnmarshalJSON accepts a JSON string or any other JSON value.
+func (a *Arguments) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return err
+		}
+		*a = Arguments(s)
+		return nil
+	}
+	*a = Arguments(data)
+	return nil
 }
 
 // Content is a list of content parts; in JSON it may also be a string,
@@ -102,6 +124,8 @@ type Tool struct {
 	Name        string          `json:"name,omitempty"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	// Tools are a namespace's members.
+	Tools []Tool `json:"tools,omitempty"`
 }
 
 // ToolResult pairs a tool call with the output answering it.
@@ -120,7 +144,11 @@ func (r *Request) NewToolResults() []ToolResult {
 	items := r.Body.Input
 	calls := map[string]Item{}
 	for _, it := range items {
-		if it.Type == "function_call" || it.Type == "custom_tool_call" {
+		switch it.Type {
+		case "function_call", "custom_tool_call":
+			calls[it.CallID] = it
+		case "tool_search_call":
+			it.Name = "tool_search"
 			calls[it.CallID] = it
 		}
 	}
@@ -136,18 +164,22 @@ func (r *Request) NewToolResults() []ToolResult {
 			continue
 		}
 		c := calls[it.CallID]
-		args := c.Arguments
+		args := string(c.Arguments)
 		if c.Type == "custom_tool_call" {
 			args = c.Input
 		}
-		out = append(out, ToolResult{CallID: it.CallID, Name: c.Name, Arguments: args, Output: it.Output.Text()})
+		output := it.Output.Text()
+		if it.Type == "tool_search_output" {
+			output = string(it.Tools)
+		}
+		out = append(out, ToolResult{CallID: it.CallID, Name: c.Name, Arguments: args, Output: output})
 	}
 	return out
 }
 
 // isOutput reports whether an input item type is a tool call's output.
 func isOutput(typ string) bool {
-	return typ == "function_call_output" || typ == "custom_tool_call_output"
+	return typ == "function_call_output" || typ == "custom_tool_call_output" || typ == "tool_search_output"
 }
 
 // UserPrompt is the text of the last user message: what the user asked in
@@ -181,11 +213,23 @@ func (r *Request) AllText() string {
 	for _, it := range r.Body.Input {
 		sb.WriteString("\n")
 		sb.WriteString(it.Content.Text())
-		sb.WriteString(it.Arguments)
+		sb.WriteString(string(it.Arguments))
 		sb.WriteString(it.Input)
 		sb.WriteString(it.Output.Text())
 	}
 	return sb.String()
+}
+
+// Offers reports whether the request offers a tool named name: a
+// function, a custom tool, a namespace (mcp__gateway), or a tool type
+// without a name (tool_search).
+func (r *Request) Offers(name string) bool {
+	for _, t := range r.Body.Tools {
+		if cmp.Or(t.Name, t.Type) == name {
+			return true
+		}
+	}
+	return false
 }
 
 // ToolNames lists the names of the offered tools (the type of a hosted one).

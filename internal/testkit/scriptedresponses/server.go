@@ -154,13 +154,22 @@ func (s *Server) answer(req *Request, t Turn) *answer {
 		if id == "" {
 			id = fmt.Sprintf("call_%d_%d", req.Seq, i)
 		}
+		if c.Search {
+			a.output = append(a.output, map[string]any{"type": "tool_search_call", "id": a.itemID("ts", i), "status": "completed",
+				"call_id": id, "execution": "client", "arguments": json.RawMessage(c.Arguments)})
+			continue
+		}
 		if c.Custom {
 			a.output = append(a.output, map[string]any{"type": "custom_tool_call", "id": a.itemID("ctc", i), "status": "completed",
 				"call_id": id, "name": c.Name, "input": c.Arguments})
 			continue
 		}
-		a.output = append(a.output, map[string]any{"type": "function_call", "id": a.itemID("fc", i), "status": "completed",
-			"call_id": id, "name": c.Name, "arguments": c.Arguments})
+		call := map[string]any{"type": "function_call", "id": a.itemID("fc", i), "status": "completed",
+			"call_id": id, "name": c.Name, "arguments": c.Arguments}
+		if c.Namespace != "" {
+			call["namespace"] = c.Namespace
+		}
+		a.output = append(a.output, call)
 	}
 	return a
 }
@@ -277,6 +286,8 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request) {
 			send("response.output_text.done", map[string]any{"item_id": id, "output_index": i, "content_index": 0, "text": a.t.Text, "logprobs": []any{}})
 			send("response.content_part.done", map[string]any{"item_id": id, "output_index": i, "content_index": 0,
 				"part": map[string]any{"type": "output_text", "text": a.t.Text, "annotations": []any{}}})
+		case "tool_search_call":
+			send("response.output_item.added", map[string]any{"output_index": i, "item": it})
 		case "function_call", "custom_tool_call":
 			// A function call's arguments and a custom call's input
 			// stream alike, under their own event names.

@@ -50,6 +50,21 @@ type Call struct {
 	// Custom makes it a custom_tool_call (freeform input, as Codex's
 	// apply_patch), not a function_call.
 	Custom bool
+	// Namespace is the namespace of a function in a namespace tool (the
+	// Codex CLI offers an MCP server's tools as namespace mcp__<server>).
+	Namespace string
+	// Search makes it a tool_search_call of the client-executed
+	// tool_search tool, Arguments its JSON arguments.
+	Search bool
+}
+
+// SearchTools is a call of the Codex CLI's tool_search for query: the CLI
+// answers with the deferred tools that match, which the next request
+// offers.
+func SearchTools(query string) Call {
+	c := NewCall("tool_search", map[string]any{"query": query})
+	c.Search = true
+	return c
 }
 
 // Usage is the Responses API's usage.
