@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/executor/helper"
+	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/executor/runnertest"
 	"github.com/agentbox/agentbox/internal/jsonl"
 	sr "github.com/agentbox/agentbox/internal/testkit/scriptedresponses"
@@ -36,11 +37,15 @@ const connectorKey = "sk-proj-connector-e2e-0123456789abcdef"
 // (examples/images/build-offline.sh sets it).
 const imageVersionLabel = "io.agentbox.image.codex-version"
 
-// e2eEnv is Docker with the codex image and the helper.
+// e2eEnv is an executor of the codex image with the helper: Docker, or
+// the offline test cluster's pods.
 type e2eEnv struct {
 	e       executor.Executor
 	dataDir string
 	version string
+	// readWorkspace reads a chat's workspace file after its sandbox is
+	// gone (nil: from dataDir on the host).
+	readWorkspace func(t testing.TB, chat, name string) string
 }
 
 func newE2E(t testing.TB) *e2eEnv {
@@ -171,6 +176,9 @@ func user(s string) []executor.Message { return []executor.Message{{Role: "user"
 // workspaceFile reads a file of a chat's workspace from the host.
 func (env *e2eEnv) workspaceFile(t testing.TB, chat, name string) string {
 	t.Helper()
+	if env.readWorkspace != nil {
+		return env.readWorkspace(t, chat, name)
+	}
 	dir, err := executor.WorkspaceDir(env.dataDir, "u1", chat)
 	require.NoError(t, err)
 	b, err := os.ReadFile(filepath.Join(dir, name))
@@ -182,8 +190,43 @@ func (env *e2eEnv) workspaceFile(t testing.TB, chat, name string) string {
 // model calls through the helper's relay and the model proxy serving the
 // Responses API to the scripted Responses server: the runner conformance
 // suite's behaviours live, then what only a live CLI shows.
-func TestE2E(t *testing.T) {
-	env := newE2E(t)
+func TestE2E(t *testing.T) { e2eSuite(t, newE2E(t)) }
+
+// TestE2EKubernetes runs the same suite with the sandboxes as pods of the
+// offline test cluster (internal/testkit/k8s/test.sh): the CLI's model
+// traffic comes back through the helper's reverse relay over the API
+// server's port forward, files through the pod-side file API.
+func TestE2EKubernetes(t *testing.T) { e2eSuite(t, newE2EKubernetes(t)) }
+
+func newE2EKubernetes(t *testing.T) *e2eEnv {
+	t.Helper()
+	kc := testenv.RequireCluster(t)
+	sc := os.Getenv("AGENTBOX_K8S_STORAGECLASS")
+	if sc == "" {
+		sc = "agentbox-local"
+	}
+	e, err := kubernetes.New(context.Background(), kubernetes.Options{
+		Kubeconfig: kc, Namespace: kubernetes.DefaultNamespace, Image: testenv.DefaultCodexImage, ImagePullPolicy: "Never",
+		StorageClass: sc, StopGrace: time.Second,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, e.Close()) })
+	// The cluster imported the image from this machine's Docker daemon.
+	version := testenv.ImageLabel(t, testenv.DefaultCodexImage, imageVersionLabel)
+	require.Contains(t, pins, version)
+	return &e2eEnv{e: e, version: version, readWorkspace: func(t testing.TB, chat, name string) string {
+		t.Helper()
+		sb, err := e.Create(context.Background(), executor.Spec{UserID: "u1", ChatID: chat, LeaseWait: 30 * time.Second})
+		require.NoError(t, err)
+		defer func() { assert.NoError(t, sb.Close(context.Background())) }()
+		b, err := sb.ReadFile(context.Background(), name)
+		require.NoError(t, err)
+		return string(b)
+	}}
+}
+
+// e2eSuite is the end-to-end suite of the real CLI over env's executor.
+func e2eSuite(t *testing.T, env *e2eEnv) {
 
 	t.Run("plain", func(t *testing.T) {
 		api := sr.Start(sr.WithTurns(sr.Turn{Text: "1+1 = 2.", Usage: &sr.Usage{InputTokens: 1234, CachedTokens: 200, OutputTokens: 56}}))
@@ -296,7 +339,7 @@ func TestE2E(t *testing.T) {
 		var calls []string
 		for _, it := range got.Body.Input {
 			if it.Type == "function_call" {
-				calls = append(calls, it.Arguments)
+				calls = append(calls, string(it.Arguments))
 			}
 		}
 		require.Len(t, calls, 1)
