@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/agentbox/services/egress"
 	"github.com/agentbox/agentbox/services/modelproxy"
 	"github.com/agentbox/agentbox/services/modelproxy/anthropicopenai"
+	"github.com/agentbox/agentbox/services/modelproxy/openairesponses"
 )
 
 // DefaultSkillsDir is where an assistant's skills are placed, relative to
@@ -168,12 +169,27 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 
 // codexTranslate is the transport of a codex assistant's connector: none
 // for an openai connector that serves the Responses API (the CLI's calls
-// pass through), a translation otherwise.
+// pass through), a translation to Chat Completions for another openai
+// connector and to the Messages API for an anthropic one.
 func codexTranslate(c *config.Connector) (func(middleware.Connector, string, http.RoundTripper, hclog.Logger) (http.RoundTripper, error), error) {
-	if c.Type == config.ConnectorOpenAI && c.OpenAI.API == config.OpenAIAPIResponses {
+	switch {
+	case c.Type == config.ConnectorOpenAI && c.OpenAI.API == config.OpenAIAPIResponses:
 		return nil, nil
+	case c.Type == config.ConnectorOpenAI:
+		o := openairesponses.ChatOptions{ReasoningField: c.OpenAI.ReasoningField, ThinkingParam: c.OpenAI.Thinking,
+			StreamUsage: c.OpenAI.StreamUsage, MaxTokensCeiling: c.OpenAI.MaxTokens, MaxCompletionTokens: c.OpenAI.MaxCompletionTokens}
+		return func(mc middleware.Connector, model string, base http.RoundTripper, log hclog.Logger) (http.RoundTripper, error) {
+			o := o
+			o.BaseURL, o.APIKey, o.Model, o.Client, o.Logger = mc.Upstream, mc.Key, model, base, log.Named("responses-chat")
+			return openairesponses.NewChat(o)
+		}, nil
+	case c.Type == config.ConnectorAnthropic:
+		return func(mc middleware.Connector, model string, base http.RoundTripper, log hclog.Logger) (http.RoundTripper, error) {
+			return openairesponses.NewMessages(openairesponses.MessagesOptions{BaseURL: mc.Upstream, APIKey: mc.Key, Model: model,
+				Client: base, Logger: log.Named("responses-messages")})
+		}, nil
 	}
-	return nil, fmt.Errorf("connector %q: the codex runner needs an openai connector with \"api\": \"responses\"; set it, or point the assistant at such a connector", c.ID)
+	return nil, fmt.Errorf("connector %q of type %q: the codex runner uses an openai or anthropic connector", c.ID, c.Type)
 }
 
 // TranslateOpenAI is a Connector.Translate for OpenAI-compatible Chat

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -24,9 +25,12 @@ import (
 	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/executor/runnertest"
 	"github.com/agentbox/agentbox/internal/jsonl"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedopenai"
 	sr "github.com/agentbox/agentbox/internal/testkit/scriptedresponses"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/services/modelproxy"
+	"github.com/agentbox/agentbox/services/modelproxy/openairesponses"
 )
 
 // connectorKey is the "real" key the model proxy swaps in; it must never
@@ -65,9 +69,13 @@ func newE2E(t testing.TB) *e2eEnv {
 
 // e2eOpts vary one run.
 type e2eOpts struct {
-	stall  time.Duration // stall watchdog (default 2m)
-	before func(sb executor.Sandbox, req executor.RunRequest)
-	after  func(sb executor.Sandbox) // runs while the container is still up
+	// upstream and translate replace the scripted Responses API: the
+	// connector's URL and the transport translating to its API.
+	upstream  string
+	translate http.RoundTripper
+	stall     time.Duration // stall watchdog (default 2m)
+	before    func(sb executor.Sandbox, req executor.RunRequest)
+	after     func(sb executor.Sandbox) // runs while the container is still up
 }
 
 // e2eRun is the outcome of one run.
@@ -109,8 +117,15 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *sr.Server, req executor.R
 
 	tok := token()
 	var plog testenv.SyncBuffer
+	upstream, client := "", (*http.Client)(nil)
+	if api != nil {
+		upstream = api.URL
+	}
+	if o.translate != nil {
+		upstream, client = o.upstream, &http.Client{Transport: o.translate}
+	}
 	proxy, err := modelproxy.New(modelproxy.Options{
-		Upstream: api.URL, APIKey: connectorKey, Token: tok, API: modelproxy.APIResponses, Model: "gpt-5.5",
+		Upstream: upstream, APIKey: connectorKey, Token: tok, API: modelproxy.APIResponses, Model: "gpt-5.5", Client: client,
 		Budget: modelproxy.Budget{MaxRequests: 50, MaxTokens: 10_000_000, MaxDuration: 3 * time.Minute},
 		Logger: hclog.New(&hclog.LoggerOptions{Output: &plog, Level: hclog.Debug}),
 	})
@@ -287,6 +302,62 @@ func e2eSuite(t *testing.T, env *e2eEnv) {
 		assert.Equal(t, 401, run.Completion.APIErrorStatus)
 		assert.Len(t, run.calls, 2, "max_retries 1: two calls")
 		assert.Equal(t, 1, run.result.ExitCode)
+	})
+
+	t.Run("write_and_run through Chat Completions", func(t *testing.T) {
+		api := scriptedopenai.Start(scriptedopenai.WithScript(func(r *scriptedopenai.Request) scriptedopenai.Turn {
+			res := r.NewToolResults()
+			switch {
+			case len(res) == 0:
+				return scriptedopenai.Turn{Text: "I'll write the file.", Calls: []scriptedopenai.Call{
+					scriptedopenai.NewCall("apply_patch", map[string]string{"input": sr.Patch("hello.txt", "hello world\n")})}}
+			case res[len(res)-1].Name == "apply_patch":
+				return scriptedopenai.CallTool("exec_command", map[string]string{"cmd": "cat hello.txt"})
+			}
+			out := sr.ToolResult{Output: res[len(res)-1].Content}
+			return scriptedopenai.Say("Done. `cat hello.txt` printed: " + strings.TrimSpace(out.CommandOutput()))
+		}))
+		defer api.Close()
+		tr, err := openairesponses.NewChat(openairesponses.ChatOptions{BaseURL: api.URL, APIKey: connectorKey, Model: "deepseek-chat", StreamUsage: true})
+		require.NoError(t, err)
+		run := env.run(t, "chat", nil, executor.RunRequest{Messages: user("Create hello.txt containing hello world, then run cat hello.txt.")},
+			e2eOpts{upstream: api.URL, translate: tr})
+		runnertest.Check(t, runnertest.WriteAndRun, run.Outcome, runnertest.WriteWithoutContent())
+		assert.Equal(t, "hello world\n", env.workspaceFile(t, "chat", "hello.txt"))
+		reqs := api.Requests()
+		require.Len(t, reqs, 3)
+		assert.Equal(t, "deepseek-chat", reqs[0].Body.Model)
+		assert.Contains(t, reqs[0].ToolNames(), "apply_patch", "the custom tool as a function")
+		assert.Equal(t, connectorKey, reqs[0].APIKey)
+		assert.Equal(t, run.metered, run.Completion.Usage, "the CLI's usage is what the proxy metered from the translated answers")
+	})
+
+	t.Run("write_and_run through the Messages API", func(t *testing.T) {
+		api := scriptedapi.Start(scriptedapi.WithScript(func(r *scriptedapi.Request) scriptedapi.Turn {
+			res := r.NewToolResults()
+			switch {
+			case len(res) == 0:
+				return scriptedapi.Turn{Blocks: []scriptedapi.Block{scriptedapi.Text("I'll write the file."),
+					scriptedapi.ToolUse("apply_patch", map[string]string{"input": sr.Patch("hello.txt", "hello world\n")})}}
+			case res[len(res)-1].Name == "apply_patch":
+				return scriptedapi.Call("exec_command", map[string]string{"cmd": "cat hello.txt"})
+			}
+			out := sr.ToolResult{Output: res[len(res)-1].Result}
+			return scriptedapi.Say("Done. `cat hello.txt` printed: " + strings.TrimSpace(out.CommandOutput()))
+		}))
+		defer api.Close()
+		tr, err := openairesponses.NewMessages(openairesponses.MessagesOptions{BaseURL: api.URL, APIKey: connectorKey, Model: "claude-sonnet-4-5"})
+		require.NoError(t, err)
+		run := env.run(t, "messages", nil, executor.RunRequest{Messages: user("Create hello.txt containing hello world, then run cat hello.txt.")},
+			e2eOpts{upstream: api.URL, translate: tr})
+		runnertest.Check(t, runnertest.WriteAndRun, run.Outcome, runnertest.WriteWithoutContent())
+		assert.Equal(t, "hello world\n", env.workspaceFile(t, "messages", "hello.txt"))
+		reqs := api.MessageRequests()
+		require.Len(t, reqs, 3)
+		assert.Equal(t, "claude-sonnet-4-5", reqs[0].Body.Model)
+		assert.Equal(t, connectorKey, reqs[0].APIKey)
+		assert.Contains(t, reqs[2].AllText(), "hello world", "the command's output reached the model as a tool result")
+		assert.Equal(t, run.metered, run.Completion.Usage)
 	})
 
 	t.Run("a resumed session sends the earlier turns as real turns", func(t *testing.T) {

@@ -227,14 +227,16 @@ func responsesTool(tool gjson.Result) string {
 
 // mergeResponsesUsage reads a Responses usage object: input_tokens counts
 // the cached ones too (input_tokens_details.cached_tokens), which the
-// executor's Usage keeps apart as cache reads.
+// executor's Usage keeps apart as cache reads, and the tokens a translated
+// Anthropic upstream wrote to its cache
+// (input_tokens_details.cache_creation_tokens, see openairesponses).
 func mergeResponsesUsage(v gjson.Result, u *executor.Usage) bool {
 	if !v.IsObject() {
 		return false
 	}
-	cached := v.Get("input_tokens_details.cached_tokens").Int()
-	*u = executor.Usage{InputTokens: max(0, v.Get("input_tokens").Int()-cached), OutputTokens: v.Get("output_tokens").Int(),
-		CacheReadInputTokens: cached}
+	cached, written := v.Get("input_tokens_details.cached_tokens").Int(), v.Get("input_tokens_details.cache_creation_tokens").Int()
+	*u = executor.Usage{InputTokens: max(0, v.Get("input_tokens").Int()-cached-written), OutputTokens: v.Get("output_tokens").Int(),
+		CacheReadInputTokens: cached, CacheCreationInputTokens: written}
 	return true
 }
 
