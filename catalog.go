@@ -113,6 +113,8 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 		// The summary itself comes from the executor's snapshot.
 		OmitEnvironment: sb.OmitEnvironmentPrompt,
 		Budget:          modelproxy.Budget{MaxRequests: sb.Budget.Calls, MaxTokens: sb.Budget.Tokens, MaxDuration: sb.Budget.Wall},
+		Checkpoints: middleware.Checkpoints{Off: sb.Checkpoints.Off,
+			Bounds: executor.CheckpointBounds{Count: sb.Checkpoints.Max, Bytes: sb.Checkpoints.MaxBytes}},
 		Run: executor.RunRequest{
 			SystemPrompt: ca.SystemPrompt(),
 			Arguments:    sb.Arguments,

@@ -99,11 +99,17 @@ func TestCatalogFromConfig(t *testing.T) {
 	assert.NotContains(t, files, ".claude/skills/misnamed/SKILL.md", "refused skills are not placed")
 
 	// The catalog passes the Orchestrator's validation with the runners
-	// it names.
+	// it names, on a backend that can do what they ask (the helper's
+	// model relay, kept sandboxes for the session policy), as Docker's
+	// with the helper can.
 	_, err = middleware.New(context.Background(), middleware.Options{
 		Catalog: cat,
 		NewExecutor: func(context.Context, hclog.Logger) (executor.Executor, error) {
-			return executortest.NewExecutor(t), nil
+			ex := executortest.NewExecutor(t)
+			caps := executortest.FakeCapabilities()
+			caps.ModelRelay, caps.Keep = true, true
+			ex.Caps = &caps
+			return ex, nil
 		},
 		Runners:     []executor.Runner{namedRunner("claude"), namedRunner("cursor")},
 		ModelRouter: modelroute.New(modelroute.Options{}),

@@ -50,10 +50,15 @@ type Options struct {
 	// gateway's own import of executor/kubernetes.
 	Backend Backend
 	// Retention is how long what a chat leaves is kept after its last
-	// request: its workspace (the backend's sweep) and its agent sessions
-	// (the middleware's). 0 is executor.DefaultRetention (7 days);
-	// negative keeps them forever.
+	// request: its workspace (the backend's sweep), its checkpoints and
+	// its agent sessions (the middleware's). 0 is executor.DefaultRetention
+	// (7 days); negative keeps them forever.
 	Retention time.Duration
+	// Checkpoints are the gateway's defaults for the workspaces'
+	// checkpoints (one per turn, put back when a chat's history returns
+	// to an earlier turn): on wherever the backend keeps them, unless
+	// Off; an assistant's sandbox.checkpoints wins field by field.
+	Checkpoints middleware.Checkpoints
 	// Logger receives every log line; HCLogger instead for gateways on
 	// hclog. Both nil: nothing is logged.
 	Logger   *slog.Logger
@@ -160,6 +165,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		TracerProvider:   o.TracerProvider,
 		SessionDir:       filepath.Join(o.DataDir, "sessions"),
 		SessionRetention: o.Retention,
+		Checkpoints:      o.Checkpoints,
 		SandboxDir:       filepath.Join(o.DataDir, "client-sandboxes"),
 	}
 	if o.Tools != nil {

@@ -88,7 +88,7 @@ func TestLoadErrors(t *testing.T) {
   },
   "mcp": {"server": []},
 }`)),
-			want: []string{`conector: unknown key; did you mean "connector"?`, `sandbox.comand: unknown key; did you mean "command"?`, `sandbox.max_mem: unknown key; did you mean "max_memory"?`, "sandbox.colour: unknown key; remove it; known keys: arguments, budget, command,", `mcp.server: unknown key; did you mean "servers"?`}, wantErr: true},
+			want: []string{`conector: unknown key; did you mean "connector"?`, `sandbox.comand: unknown key; did you mean "command"?`, `sandbox.max_mem: unknown key; did you mean "max_memory"?`, "sandbox.colour: unknown key; remove it; known keys: arguments, budget, checkpoints, command,", `mcp.server: unknown key; did you mean "servers"?`}, wantErr: true},
 		"memory": {files: with(coder("deepseek.v3", claude, `"max_memory": "4x"`),
 			coderAs("zero", `"max_memory": "0"`), coderAs("negative", `"max_memory": "-1g"`), coderAs("tiny", `"max_memory": "1m"`), coderAs("huge", `"max_memory": "64g"`)),
 			want: []string{`assistants/coder/package.yao:6:5: sandbox.max_memory: "4x" is not a size; use a number with k, m or g, e.g. "4g"`, `"0" is below the minimum`, `"-1g" is not a size`, `"1m" is below the minimum`, `warning: sandbox.max_memory: "64g" is more than the host's 8g of memory`}, wantErr: true},

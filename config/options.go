@@ -87,10 +87,11 @@ const (
 )
 
 // Bounds of the sandbox options. Limits are never unlimited: 0 and -1 are
-// refused.
+// refused. The quota's and the CPU's are executor's table; a package file
+// is held tighter than a library's Spec on memory, pids and timeout.
 const (
 	minMemoryBytes  int64 = 128 << 20
-	minCPUs               = 0.01
+	minCPUs               = executor.MinCPUs
 	minPids         int64 = 32
 	maxPids         int64 = 65536
 	minTimeout            = 10 * time.Second
@@ -100,9 +101,9 @@ const (
 	maxHookTimeout        = 5 * time.Minute
 	minStallTimeout       = 10 * time.Second
 	maxLeaseWait          = 10 * time.Minute
-	minDiskBytes    int64 = 16 << 20
-	minInodes       int64 = 1000
-	maxInodes       int64 = 1 << 31
+	minDiskBytes          = executor.MinDiskBytes
+	minInodes             = executor.MinInodes
+	maxInodes             = executor.MaxInodes
 )
 
 // argType is the type of a command argument.
@@ -265,7 +266,7 @@ var sandboxOptions = []option{
 				s.sb.Image = v
 			}
 		}},
-	{Key: "max_memory", Type: "size", Default: formatSize(DefaultMemoryBytes), Doc: "memory limit (swap is not allowed); a number with k, m or g, at least " + formatSize(minMemoryBytes),
+	{Key: executor.KeyMemory, Type: "size", Default: formatSize(DefaultMemoryBytes), Doc: "memory limit (swap is not allowed); a number with k, m or g, at least " + formatSize(minMemoryBytes),
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			v, ok := s.str(n, path, `"4g"`)
 			if !ok {
@@ -285,24 +286,13 @@ var sandboxOptions = []option{
 			}
 			s.sb.MemoryBytes = b
 		}},
-	{Key: "max_disk", Type: "size", Default: formatSize(DefaultDiskBytes), Doc: "disk quota of the chat's workspace: no file in the sandbox grows past it, and the gateway's quota mode (-quota, agentbox.Options.Quota) bounds the total: by default a watchdog stops a run over it; in loop mode (Docker) the workspace is a filesystem image where writes fail with \"no space left on device\"; the local executor caps each file only. A number with k, m or g, at least " + formatSize(minDiskBytes) + ". A workspace shared by assistants keeps the largest quota asked for",
+	{Key: executor.KeyDisk, Type: "size", Default: formatSize(DefaultDiskBytes), Doc: "disk quota of the chat's workspace: no file in the sandbox grows past it, and the gateway's quota mode (-quota, docker.Options.Quota in agentbox.Options.Backend) bounds the total: by default a watchdog stops a run over it; in loop mode (Docker) the workspace is a filesystem image where writes fail with \"no space left on device\"; the local executor caps each file only. A number with k, m or g, at least " + formatSize(minDiskBytes) + ". A workspace shared by assistants keeps the largest quota asked for",
 		decode: func(s *sandboxDecoder, n *node, path string) {
-			v, ok := s.str(n, path, `"2g"`)
-			if !ok {
-				return
+			if b, ok := s.size(n, path, minDiskBytes, "a quota is never unlimited"); ok {
+				s.sb.DiskBytes = b
 			}
-			b, err := parseSize(v)
-			if err != nil {
-				s.errorf(n, path, `use a number with k, m or g, e.g. "2g"`, "%q is not a size", v)
-				return
-			}
-			if b < minDiskBytes {
-				s.errorf(n, path, fmt.Sprintf("use at least %q; a quota is never unlimited", formatSize(minDiskBytes)), "%q is below the minimum", v)
-				return
-			}
-			s.sb.DiskBytes = b
 		}},
-	{Key: "max_inodes", Type: "integer", Default: strconv.FormatInt(DefaultInodes, 10) + " (one per 8 KiB of a smaller max_disk)", Doc: fmt.Sprintf("how many files and directories the chat's workspace may hold, %d to one per KiB of max_disk (0 and -1, \"unlimited\", are refused)", minInodes),
+	{Key: executor.KeyInodes, Type: "integer", Default: strconv.FormatInt(DefaultInodes, 10) + " (one per 8 KiB of a smaller max_disk)", Doc: fmt.Sprintf("how many files and directories the chat's workspace may hold, %d to one per KiB of max_disk (0 and -1, \"unlimited\", are refused); the local executor bounds no file count, nor the kubernetes one with its quota watchdog off, and they refuse a value other than the default at start-up", minInodes),
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			v, ok := s.integer(n, path, "200000")
 			if !ok {
@@ -314,7 +304,7 @@ var sandboxOptions = []option{
 			}
 			s.sb.Inodes = v
 		}},
-	{Key: "max_cpu", Type: "number", Default: strconv.FormatFloat(DefaultCPUs, 'g', -1, 64), Doc: "CPU quota in cores (1.5 = one and a half), from 0.01 to the host's core count",
+	{Key: executor.KeyCPUs, Type: "number", Default: strconv.FormatFloat(DefaultCPUs, 'g', -1, 64), Doc: "CPU quota in cores (1.5 = one and a half), from 0.01 to the host's core count",
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			v, ok := s.number(n, path, "2")
 			if !ok {
@@ -330,7 +320,7 @@ var sandboxOptions = []option{
 			}
 			s.sb.CPUs = v
 		}},
-	{Key: "pids", Type: "integer", Default: strconv.FormatInt(DefaultPidsLimit, 10), Doc: fmt.Sprintf("process limit in the container, %d to %d (0 and -1, \"unlimited\", are refused)", minPids, maxPids),
+	{Key: executor.KeyPids, Type: "integer", Default: strconv.FormatInt(DefaultPidsLimit, 10), Doc: fmt.Sprintf("process limit in the container, %d to %d (0 and -1, \"unlimited\", are refused); a pod's is its node's kubelet podPidsLimit, so the kubernetes executor refuses a value other than the default at start-up", minPids, maxPids),
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			v, ok := s.integer(n, path, "256")
 			if !ok {
@@ -345,13 +335,13 @@ var sandboxOptions = []option{
 				s.sb.PidsLimit = v
 			}
 		}},
-	{Key: "timeout", Type: "duration", Default: DefaultTimeout.String(), Doc: "the sandbox's whole life per request, " + minTimeout.String() + " to " + maxTimeout.String(),
+	{Key: executor.KeyTimeout, Type: "duration", Default: DefaultTimeout.String(), Doc: "the sandbox's whole life per request, " + minTimeout.String() + " to " + maxTimeout.String(),
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			if v, ok := s.duration(n, path, minTimeout, maxTimeout, `"10m"`); ok {
 				s.sb.Timeout = v
 			}
 		}},
-	{Key: "network", Type: "string", Default: strconv.Quote(DefaultNetwork), Doc: "Docker network: \"none\", \"bridge\" or the name of a network you created; \"host\" and \"container:...\" are refused",
+	{Key: executor.KeyNetwork, Type: "string", Default: strconv.Quote(DefaultNetwork), Doc: "Docker network: \"none\", \"bridge\" or the name of a network you created; \"host\" and \"container:...\" are refused. The local and kubernetes executors give sandboxes loopback only and refuse another at start-up",
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			v, ok := s.str(n, path, `"none"`)
 			if !ok {
@@ -366,13 +356,13 @@ var sandboxOptions = []option{
 				s.sb.Network = v
 			}
 		}},
-	{Key: "runtime", Type: "string", Default: `"" (the daemon's default)`, Doc: `OCI runtime: "" (daemon default), "runc" or "runsc" (gVisor)`,
+	{Key: executor.KeyRuntime, Type: "string", Default: `"" (the daemon's default)`, Doc: `OCI runtime: "" (daemon default), "runc" or "runsc" (gVisor); the docker executor refuses at start-up one its daemon does not have, the local and kubernetes executors any (kubernetes takes its RuntimeClass from the gateway's options)`,
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			if v, ok := s.oneOf(n, path, []string{"", "runc", "runsc"}); ok {
 				s.sb.Runtime = v
 			}
 		}},
-	{Key: "user", Type: "string", Default: strconv.Quote(DefaultUser), Doc: "numeric \"uid:gid\" the agent runs as; uid 0 (root) is refused",
+	{Key: executor.KeyUser, Type: "string", Default: strconv.Quote(DefaultUser), Doc: "numeric \"uid:gid\" the agent runs as; uid 0 (root) is refused",
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			v, ok := s.str(n, path, `"1000:1000"`)
 			if !ok {
@@ -389,7 +379,7 @@ var sandboxOptions = []option{
 			}
 			s.sb.User = v
 		}},
-	{Key: "policy", Type: "string", Default: strconv.Quote(DefaultPolicy), Doc: `"request": a fresh container per request over the persistent workspace, removed after the response; "session": after a good turn the chat's container is kept, idle (processes the agent left are killed, HOME is rebuilt), and the next turn's CLI is started resuming the chat's session and warmed up (a model call answered by the gateway itself, never the upstream), so the next request of the same chat and assistant with unchanged options only sends its message; a changed option, another assistant or a container near the end of its life (2h, or timeout + idle_ttl) gets a new container. Kept containers count toward the gateway's memory bound, not its run slots, and are removed at shutdown`,
+	{Key: executor.KeyPolicy, Type: "string", Default: strconv.Quote(DefaultPolicy), Doc: `"request": a fresh container per request over the persistent workspace, removed after the response; "session": after a good turn the chat's container is kept, idle (processes the agent left are killed, HOME is rebuilt), and the next turn's CLI is started resuming the chat's session and warmed up (a model call answered by the gateway itself, never the upstream), so the next request of the same chat and assistant with unchanged options only sends its message; a changed option, another assistant or a container near the end of its life (2h, or timeout + idle_ttl) gets a new container. Kept containers count toward the gateway's memory bound, not its run slots, and are removed at shutdown. The local executor cannot keep a sandbox and refuses "session" at start-up`,
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			if v, ok := s.oneOf(n, path, []string{PolicyRequest, PolicySession}); ok {
 				s.sb.Policy = v
@@ -413,7 +403,7 @@ var sandboxOptions = []option{
 				s.sb.StallTimeout = v
 			}
 		}},
-	{Key: "lease_wait", Type: "duration", Default: DefaultLeaseWait.String(), Doc: "how long a request waits for another request of the same chat before failing as busy, 0 to " + maxLeaseWait.String(),
+	{Key: executor.KeyLeaseWait, Type: "duration", Default: DefaultLeaseWait.String(), Doc: "how long a request waits for another request of the same chat before failing as busy, 0 to " + maxLeaseWait.String(),
 		decode: func(s *sandboxDecoder, n *node, path string) {
 			if v, ok := s.duration(n, path, 0, maxLeaseWait, `"30s"`); ok {
 				s.sb.LeaseWait = v
@@ -426,15 +416,79 @@ var sandboxOptions = []option{
 				s.sb.OmitEnvironmentPrompt = !v
 			}
 		}},
-	{Key: "egress", Type: "array", Default: "[] (nothing)", Doc: egressDoc,
+	{Key: executor.KeyEgress, Type: "array", Default: "[] (nothing)", Doc: egressDoc + "; the local executor has no egress relay and refuses it at start-up, as the docker one does without the helper",
 		decode: func(s *sandboxDecoder, n *node, path string) { s.egress(n, path) }},
 	{Key: "arguments", Type: "object", Default: "{}", Doc: "command-specific arguments, see Commands",
 		decode: func(s *sandboxDecoder, n *node, path string) { s.arguments(n, path) }},
+	{Key: "checkpoints", Type: "bool or object", Default: fmt.Sprintf("true: max %d, max_bytes %s", executor.DefaultCheckpoints, formatSize(executor.DefaultCheckpointBytes)),
+		Doc: fmt.Sprintf("checkpoints of the chat's workspace, one at the chat's start and one at the end of every turn, kept where no sandbox reaches; "+
+			"when a request's history returns to an earlier point (a regenerated answer, an edited turn) the workspace is put back to that point's checkpoint before the run; "+
+			"false turns them off; `{\"max\": 20, \"max_bytes\": \"1g\"}` bounds them per workspace (max 1 to %d, max_bytes at least %s), the oldest going first. "+
+			"The docker (but not in loop quota mode) and local backends keep them", maxCheckpoints, formatSize(minCheckpointBytes)),
+		decode: func(s *sandboxDecoder, n *node, path string) { s.checkpoints(n, path) }},
 	{Key: "budget", Type: "object", Default: "calls 4*max_turns+10 (210), tokens 2000000, wall = timeout",
 		Doc: fmt.Sprintf("per-request model budget the gateway's model proxy enforces: `{\"calls\": 50, \"tokens\": 1000000, \"wall\": \"5m\"}`; "+
 			"calls 1 to %d model calls, tokens %d to %d (input + output + cache), wall a duration up to timeout; an unset key keeps its default; "+
 			"a call over budget is refused with an error naming the budget", maxBudgetCalls, minBudgetTokens, int64(maxBudgetTokens)),
 		decode: func(s *sandboxDecoder, n *node, path string) { s.budget(n, path) }},
+}
+
+// Bounds of sandbox.checkpoints.
+const (
+	maxCheckpoints           = 1000
+	minCheckpointBytes int64 = 16 << 20
+)
+
+// checkpoints decodes sandbox.checkpoints: a boolean, or an object of
+// bounds.
+func (s *sandboxDecoder) checkpoints(n *node, path string) {
+	if n.kind == kindBool {
+		if v, ok := s.boolean(n, path); ok {
+			s.sb.Checkpoints.Off = !v
+		}
+		return
+	}
+	if !s.object(n, path, []string{"max", "max_bytes"}) {
+		return
+	}
+	for _, m := range n.members {
+		p := joinPath(path, m.key)
+		switch m.key {
+		case "max":
+			v, ok := s.integer(m.val, p, "20")
+			if !ok {
+				continue
+			}
+			if v < 1 || v > maxCheckpoints {
+				s.errorf(m.val, p, fmt.Sprintf("use a whole number from 1 to %d, e.g. 20", maxCheckpoints), "%d is out of range", v)
+				continue
+			}
+			s.sb.Checkpoints.Max = int(v)
+		case "max_bytes":
+			if v, ok := s.size(m.val, p, minCheckpointBytes, "a bound is never unlimited"); ok {
+				s.sb.Checkpoints.MaxBytes = v
+			}
+		}
+	}
+}
+
+// size decodes a size of at least min ("2g"); never says, below min,
+// that it is never unlimited.
+func (s *sandboxDecoder) size(n *node, path string, min int64, never string) (int64, bool) {
+	v, ok := s.str(n, path, `"2g"`)
+	if !ok {
+		return 0, false
+	}
+	b, err := parseSize(v)
+	if err != nil {
+		s.errorf(n, path, `use a number with k, m or g, e.g. "2g"`, "%q is not a size", v)
+		return 0, false
+	}
+	if b < min {
+		s.errorf(n, path, fmt.Sprintf("use at least %q; %s", formatSize(min), never), "%q is below the minimum", v)
+		return 0, false
+	}
+	return b, true
 }
 
 // budget decodes sandbox.budget.
@@ -511,7 +565,7 @@ func decodeSandbox(d *decoder, n *node, opts *LoadOptions) *Sandbox {
 	}
 	// A network value already reported as bad is not reported again as
 	// "none" by the command's rules.
-	badNetwork := s.nodes["network"] != nil && s.sb.Network == ""
+	badNetwork := s.nodes[executor.KeyNetwork] != nil && s.sb.Network == ""
 	applyDefaults(s.sb)
 	s.crossChecks(n, path, badNetwork)
 	return s.sb
@@ -534,8 +588,7 @@ func applyDefaults(sb *Sandbox) {
 		sb.DiskBytes = DefaultDiskBytes
 	}
 	if sb.Inodes == 0 {
-		// One per 8 KiB on small disks: inode tables are space too.
-		sb.Inodes = max(min(DefaultInodes, sb.DiskBytes/8192), minInodes)
+		sb.Inodes = executor.DefaultInodesFor(sb.DiskBytes)
 	}
 	if sb.PidsLimit == 0 {
 		sb.PidsLimit = DefaultPidsLimit
@@ -591,15 +644,15 @@ func (s *sandboxDecoder) crossChecks(block *node, path string, badNetwork bool) 
 		s.warnf(at("stall_timeout"), joinPath(path, "stall_timeout"), "make it shorter than timeout", "%s is not shorter than the sandbox timeout %s: the watchdog never fires", sb.StallTimeout, sb.Timeout)
 	}
 	if sb.Inodes > sb.DiskBytes/1024 && sb.DiskBytes > 0 {
-		s.errorf(at("max_inodes"), joinPath(path, "max_inodes"), fmt.Sprintf("use at most %d or raise max_disk", sb.DiskBytes/1024), "%d files do not fit in max_disk %s (a file takes at least 1 KiB)", sb.Inodes, formatSize(sb.DiskBytes))
+		s.errorf(at(executor.KeyInodes), joinPath(path, executor.KeyInodes), fmt.Sprintf("use at most %d or raise max_disk", sb.DiskBytes/1024), "%d files do not fit in max_disk %s (a file takes at least 1 KiB)", sb.Inodes, formatSize(sb.DiskBytes))
 	}
 	if len(sb.Egress) > 0 && sb.Network != "none" && !badNetwork {
-		s.errorf(at("egress"), joinPath(path, "egress"), `remove "network" (or set it to "none") so that the allowlist is the sandbox's only way out`,
+		s.errorf(at(executor.KeyEgress), joinPath(path, executor.KeyEgress), `remove "network" (or set it to "none") so that the allowlist is the sandbox's only way out`,
 			"has no effect with network %q: the container reaches every host directly", sb.Network)
 	}
 	if s.cmd != nil && s.cmd.NeedsNetwork != "" && sb.Network == "none" && len(sb.Egress) == 0 && !badNetwork {
-		where, key := at("network"), "network"
-		if s.nodes["network"] == nil {
+		where, key := at(executor.KeyNetwork), executor.KeyNetwork
+		if s.nodes[executor.KeyNetwork] == nil {
 			where = at("command")
 		}
 		s.errorf(where, joinPath(path, key), `list the vendor's hosts in "egress" (the CLI must honour HTTPS_PROXY), or declare "network": "bridge" (or a network you created that reaches only the vendor)`,

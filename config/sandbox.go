@@ -54,8 +54,23 @@ type Sandbox struct {
 	// Egress lists the hosts the sandbox's egress proxy lets the agent
 	// reach (sandbox.egress); empty means no proxy and no way out.
 	Egress []EgressRule `json:"egress,omitempty"`
+	// Checkpoints configure the workspace's checkpoints
+	// (sandbox.checkpoints): off, or their bounds.
+	Checkpoints Checkpoints `json:"checkpoints,omitzero"`
 
 	leaseWaitSet bool
+}
+
+// Checkpoints configure the checkpoints of an assistant's workspaces: a
+// checkpoint per turn, put back when a chat's history returns to an
+// earlier turn. The zero value is on, with the gateway's bounds.
+type Checkpoints struct {
+	// Off turns them off (sandbox.checkpoints: false).
+	Off bool `json:"off,omitempty"`
+	// Max and MaxBytes bound one workspace's checkpoints (count, disk);
+	// 0 keeps the gateway's.
+	Max      int   `json:"max,omitempty"`
+	MaxBytes int64 `json:"max_bytes,omitempty"`
 }
 
 // Budget is an assistant's per-request model budget, enforced by the

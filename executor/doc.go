@@ -2,7 +2,9 @@
 // creates a Sandbox per request over a chat's persistent workspace, the
 // os/exec-shaped command types, the host-side workspace file API, the edit
 // engine, the Runner interface that the claude and cursor packages implement,
-// and the event vocabulary every runner emits.
+// and the event vocabulary every runner emits. A Spec's defaults and bounds
+// are one table (defaults.go) applied by Normalize, which every backend's
+// plan starts with; what a backend can honour it declares in Capabilities.
 //
 // The package imports only the standard library, so that everything above it
 // builds and tests without Docker. Backends live in sub-packages

@@ -132,6 +132,9 @@ type SandboxInfo struct {
 	// ExitCode its exit code when the CLI reported one.
 	Command  string `json:"command,omitempty"`
 	ExitCode *int   `json:"exit_code,omitempty"`
+	// Checkpoint is the workspace checkpoint the request's workspace was
+	// put back to ("checkpoint_restored").
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // QueueInfo is a waiting request's place in the gateway's queue for a

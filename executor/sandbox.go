@@ -9,8 +9,10 @@ import (
 // ContainerWorkdir is where the chat's workspace is mounted in every sandbox.
 const ContainerWorkdir = "/workspace"
 
-// Spec describes the sandbox one request needs. Zero values mean the
-// backend's baseline default; limits are never "unlimited".
+// Spec describes the sandbox one request needs. Zero values take the
+// defaults of Normalize's table, the same on every backend; limits are
+// never "unlimited". The option that sets each field is named in the
+// table (KeyMemory, ...).
 type Spec struct {
 	// UserID, ChatID and AssistantID identify the request; user and chat
 	// select the workspace {data}/workspaces/{user}/chat-{chat}.
@@ -64,6 +66,9 @@ type Sandbox interface {
 	ID() string
 	// Workdir is the workspace path inside the container.
 	Workdir() string
+	// Deadline is when the sandbox ends by itself (Spec.Timeout after its
+	// start, or later for a sandbox taken from a pool).
+	Deadline() time.Time
 	// HostDir is the per-sandbox host directory mounted into the container
 	// for the helper's sockets ("" when the backend has none).
 	HostDir() string
@@ -80,15 +85,19 @@ type Executor interface {
 	// Create leases the chat, prepares its workspace, starts the container
 	// and returns once it is ready to run commands.
 	Create(ctx context.Context, spec Spec) (Sandbox, error)
+	// Capabilities says what the backend can honour; it does not change
+	// after the executor is made.
+	Capabilities() Capabilities
 	// Close stops background work (reconciler, retention) and releases the
 	// backend; sandboxes still open are closed.
 	Close() error
 }
 
 // HostListener is implemented by sandboxes that share no directory with
-// the host (HostDir is ""), whose helper still reaches host services (the
-// model proxy, the egress proxy, the MCP endpoint) through the backend
-// (the Kubernetes backend's reverse relay over its port forward).
+// the host (Capabilities.HostListener: HostDir is ""), whose helper still
+// reaches host services (the model proxy, the egress proxy, the MCP
+// endpoint) through the backend (the Kubernetes backend's reverse relay
+// over its port forward).
 // ListenHost returns the host end for the host socket name ("model.sock",
 // "egress.sock", "mcp.sock"); closing it stops the relay.
 type HostListener interface {

@@ -194,6 +194,21 @@ type Context struct {
 	// Options is the request's completion options, passed to both hooks as
 	// their third argument (JSON-like values).
 	Options map[string]any
+	// Checkpoint is the workspace checkpoint the run started from
+	// (ctx.checkpoint, frozen), or nil when the assistant keeps none.
+	Checkpoint *Checkpoint
+}
+
+// Checkpoint is the workspace checkpoint a run started from, as hooks see
+// it: its id and label (a conversation hash, "start", ...), whether the
+// workspace was put back to it for this request, and whether the history
+// returned to a point whose checkpoint is gone (the run then started from
+// the current files, last taken as ID).
+type Checkpoint struct {
+	ID       string `json:"id"`
+	Label    string `json:"label"`
+	Restored bool   `json:"restored"`
+	Missing  bool   `json:"missing"`
 }
 
 // Stores returns the request and chat memories, setting fresh bounded

@@ -141,6 +141,7 @@ func (inv *invocation) ctxObject() *goja.Object {
 	_ = c.Set("user_id", inv.hc.UserID)
 	_ = c.Set("chat_id", inv.hc.ChatID)
 	_ = c.Set("assistant_id", inv.hc.AssistantID)
+	_ = c.Set("checkpoint", inv.checkpointObject(inv.hc.Checkpoint))
 	if inv.hc.Sandbox != nil {
 		_ = c.Set("sandbox", inv.sandboxObject(inv.hc.Sandbox))
 	} else {
@@ -155,6 +156,24 @@ func (inv *invocation) ctxObject() *goja.Object {
 	_ = mem.Set("chat", inv.storeObject("ctx.memory.chat", chat))
 	_ = c.Set("memory", mem)
 	return c
+}
+
+// checkpointObject is ctx.checkpoint: a frozen object, or null.
+func (inv *invocation) checkpointObject(cp *hooks.Checkpoint) goja.Value {
+	if cp == nil {
+		return goja.Null()
+	}
+	o := inv.rt.NewObject()
+	_ = o.Set("id", cp.ID)
+	_ = o.Set("label", cp.Label)
+	_ = o.Set("restored", cp.Restored)
+	_ = o.Set("missing", cp.Missing)
+	// Read-only: a hook that assigns to it changes nothing, and in strict
+	// mode (TypeScript's output) gets a TypeError.
+	if freeze, ok := goja.AssertFunction(inv.rt.Get("Object").ToObject(inv.rt).Get("freeze")); ok {
+		_, _ = freeze(goja.Undefined(), o)
+	}
+	return o
 }
 
 // --- UI messages ---

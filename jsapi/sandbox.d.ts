@@ -140,6 +140,19 @@ interface Ctx {
   readonly user_id: string;
   readonly chat_id: string;
   readonly assistant_id: string;
+  /**
+   * The workspace checkpoint the run started from; null when the
+   * assistant keeps none. restored: the workspace was put back to it for
+   * this request (the history returned to an earlier point); missing: the
+   * history returned to a point whose checkpoint is gone, and the run
+   * started from the current files.
+   */
+  readonly checkpoint: {
+    readonly id: string;
+    readonly label: string;
+    readonly restored: boolean;
+    readonly missing: boolean;
+  } | null;
   /** The chat's sandbox; null when the assistant has no sandbox block. */
   readonly sandbox: Sandbox | null;
   readonly memory: {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"time"
@@ -71,6 +72,9 @@ type Sandbox struct {
 	// 0 means the executor's default. The stdout is parsed as it streams,
 	// so a large cap costs no memory.
 	MaxOutput int64
+	// Checkpoints configure the checkpoints of the assistant's
+	// workspaces (sandbox.checkpoints): Off, or bounds per workspace.
+	Checkpoints Checkpoints
 	// Run is the template of the runner's request: SystemPrompt, Model,
 	// Arguments, MCPConfig and AllowedTools are taken from it; Messages,
 	// Workdir, Home, ModelBaseURL and APIKey are set per request.
@@ -181,8 +185,23 @@ func (c *StaticCatalog) List(context.Context) ([]*Assistant, error) {
 // the connector's key (package executor/modelproxy); in the container, the
 // helper's forwarder. Implementations are safe for concurrent use.
 type ModelRouter interface {
+	// Validate refuses, at New, an assistant whose routes it cannot open
+	// in the sandboxes of a backend with caps (modelroute's Router needs
+	// caps.ModelRelay): what Open relies on is then known to hold.
+	Validate(a *Assistant, caps executor.Capabilities) error
 	// Open starts the route for one run in sb.
 	Open(ctx context.Context, sb executor.Sandbox, a *Assistant) (ModelRoute, error)
+	// OpenToken is Open for a token chosen beforehand: the session
+	// policy's CLI, started before its request, has it in its
+	// environment. A router that cannot returns an error wrapping
+	// errors.ErrUnsupported, and that CLI is replaced by one the request
+	// starts.
+	OpenToken(ctx context.Context, sb executor.Sandbox, a *Assistant, tok string) (ModelRoute, error)
+	// OpenWarmUp answers, between requests, the warm-up call of a CLI
+	// started with tok, itself and without the upstream, so that the CLI
+	// does a first call's work before its message (warmUpRunner). An
+	// error leaves the CLI without a warm-up.
+	OpenWarmUp(ctx context.Context, sb executor.Sandbox, a *Assistant, tok string) (io.Closer, error)
 }
 
 // ModelRoute is one run's route to the model.

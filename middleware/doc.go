@@ -29,6 +29,13 @@
 // the gateway bills), else the agent CLI's own report; the CLI's figures
 // stay in Response.Completion either way.
 //
+// New refuses, naming the assistant, the option and the backend, an
+// assistant whose sandbox asks for what the executor's Capabilities do not
+// declare (a process limit on pods, the session policy where sandboxes
+// cannot be kept, egress without a relay, ...) or what the model router
+// cannot route (ModelRouter.Validate); requests then rely on what was
+// declared instead of asking each sandbox.
+//
 // Failures are *Error values of a Kind (bad request, not found, config,
 // busy, unavailable, sandbox start, hook rejected, agent, timeout,
 // canceled, internal) that adapters map to their protocol's statuses;

@@ -11,8 +11,8 @@ import (
 )
 
 // ErrNoEnvironment is what Orchestrator.Environment returns when it cannot
-// tell: the executor takes no snapshots (it does not implement
-// executor.EnvironmentProber) or the assistant has no sandbox.
+// tell: the executor takes no snapshots (Capabilities.Environment) or the
+// assistant has no sandbox.
 var ErrNoEnvironment = errors.New("middleware: no environment snapshot")
 
 // EnvironmentSource reports what an assistant's agent finds in its
@@ -30,11 +30,10 @@ const prefetchTimeout = 2 * time.Minute
 // (executor.Environment): the image's OS and tools and the limits of a's
 // spec, captured once per image content and options by the executor.
 func (o *Orchestrator) Environment(ctx context.Context, a *Assistant) (executor.Environment, error) {
-	p, ok := o.exec.(executor.EnvironmentProber)
-	if !ok || a == nil || a.Sandbox == nil {
+	if o.prober == nil || a == nil || a.Sandbox == nil {
 		return executor.Environment{}, ErrNoEnvironment
 	}
-	return p.Environment(ctx, sessionSpec(a.Sandbox.Spec))
+	return o.prober.Environment(ctx, sessionSpec(a.Sandbox.Spec))
 }
 
 // environmentPrompt is the summary a run appends to its agent's system
@@ -70,7 +69,7 @@ func withEnvironment(system, summary string) string {
 // the background, so that first requests do not wait for them, and logs
 // each summary once. Close cancels it.
 func (o *Orchestrator) prefetchEnvironments(ctx context.Context) {
-	if _, ok := o.exec.(executor.EnvironmentProber); !ok {
+	if o.prober == nil {
 		return
 	}
 	list, err := o.opts.Catalog.List(ctx)

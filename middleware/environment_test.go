@@ -30,6 +30,13 @@ func (p *probingExecutor) Environment(_ context.Context, spec executor.Spec) (ex
 	return executor.Environment{Mode: "test", Image: spec.Image, OS: "TestOS 1", Tools: map[string]string{"claude": "2.1.330 (Claude Code)"}}, nil
 }
 
+// Capabilities declares the snapshots.
+func (p *probingExecutor) Capabilities() executor.Capabilities {
+	c := p.tracingExecutor.Capabilities()
+	c.Environment = true
+	return c
+}
+
 func withProber(p *probingExecutor) envOption {
 	return func(e *env, o *middleware.Options) {
 		p.tracingExecutor = e.ex

@@ -86,6 +86,7 @@ func (s *tracingSandbox) Close(ctx context.Context) error {
 
 // fakeRouter is a ModelRouter whose routes meter a fixed usage.
 type fakeRouter struct {
+	scripted.NoPreStart
 	tr      *tracer
 	usage   executor.Usage
 	openErr error

@@ -91,6 +91,11 @@ type Options struct {
 	// memory only. Use the executor's DataDir/client-sandboxes; the
 	// directory must not be reachable from any sandbox.
 	SandboxDir string
+	// Checkpoints are the gateway's defaults for the workspaces'
+	// checkpoints (middleware/checkpoints.go): on wherever the executor
+	// keeps them (Capabilities.Checkpoints) unless Off; an assistant's own
+	// bounds win field by field.
+	Checkpoints Checkpoints
 	// Admission bounds the sandboxed requests in flight and queues the
 	// rest fairly across users (the zero value derives its bounds from
 	// this machine; see Admission).
@@ -105,12 +110,16 @@ type Orchestrator struct {
 	log     hclog.Logger
 	runners map[string]executor.Runner
 	exec    executor.Executor
-	models  ModelRouter
-	memory  *hooks.ChatMemory
-	leases  *executor.Leases
-	adm     *admission // nil: admission control is off
-	tel     *telemetry
-	pool    *warmPool // kept session containers
+	caps    executor.Capabilities // the executor's, taken at New
+	// checkpoints is the executor's Checkpointer (Capabilities.Checkpoints).
+	checkpoints executor.Checkpointer
+	prober      executor.EnvironmentProber
+	models      ModelRouter
+	memory      *hooks.ChatMemory
+	leases      *executor.Leases
+	adm         *admission // nil: admission control is off
+	tel         *telemetry
+	pool        *warmPool // kept session containers
 	// sandboxes are the client-owned sandboxes (sandboxes.go).
 	sandboxes *sandboxRegistry
 	// bg counts the runs' work after their responses (teardowns) and the
@@ -266,14 +275,30 @@ func (o *Orchestrator) provision(ctx context.Context) error {
 	return nil
 }
 
-// validate checks that every sandboxed assistant names a known runner and
-// has an image, reporting every problem at once.
+// validate checks that every sandboxed assistant names a known runner,
+// has an image and asks for nothing the executor's capabilities or the
+// model router cannot honour, reporting every problem at once.
 func (o *Orchestrator) validate(ctx context.Context) error {
 	list, err := o.opts.Catalog.List(ctx)
 	if err != nil {
 		return fmt.Errorf("middleware: list the assistants: %w", err)
 	}
 	var errs []error
+	o.caps = o.exec.Capabilities()
+	if o.caps.Checkpoints {
+		var ok bool
+		if o.checkpoints, ok = o.exec.(executor.Checkpointer); !ok {
+			errs = append(errs, fmt.Errorf("the %s executor declares checkpoints and does not implement executor.Checkpointer; fix its Capabilities", o.caps.Backend))
+		}
+	} else if !o.opts.Checkpoints.Off {
+		o.log.Info("workspace checkpoints: the backend keeps none; a chat's files do not follow its history back", "backend", o.caps.Backend)
+	}
+	if o.caps.Environment {
+		var ok bool
+		if o.prober, ok = o.exec.(executor.EnvironmentProber); !ok {
+			errs = append(errs, fmt.Errorf("the %s executor declares environment snapshots and does not implement executor.EnvironmentProber; fix its Capabilities", o.caps.Backend))
+		}
+	}
 	for _, a := range list {
 		if a == nil || a.Sandbox == nil {
 			continue
@@ -290,11 +315,38 @@ func (o *Orchestrator) validate(ctx context.Context) error {
 		if o.opts.Egress == nil && a.Sandbox.Egress != nil {
 			errs = append(errs, fmt.Errorf("assistant %q: it has sandbox.egress, and the Orchestrator has no Options.Egress; pass middleware/modelroute's NewEgress", a.ID))
 		}
+		errs = append(errs, o.validateCapabilities(a)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("middleware: %w", err)
 	}
 	return nil
+}
+
+// validateCapabilities refuses what a's sandbox asks of the executor and
+// the model router that they do not declare they can do.
+func (o *Orchestrator) validateCapabilities(a *Assistant) []error {
+	spec := a.Sandbox.Spec
+	spec.Egress = spec.Egress || a.Sandbox.Egress != nil
+	errs := o.caps.Check(spec)
+	if spec.IdleTTL > 0 && !o.caps.Keep {
+		errs = append(errs, fmt.Errorf("sandbox.%s %q: the %s backend cannot keep a sandbox between requests; use policy %q: %w", executor.KeyPolicy, "session", o.caps.Backend, "request", executor.ErrInvalid))
+	}
+	if o.models != nil && !a.Sandbox.DirectModel {
+		errs = append(errs, o.models.Validate(a, o.caps))
+	}
+	if b := a.Sandbox.Checkpoints; !o.caps.Checkpoints && !b.Off && b.Bounds != (executor.CheckpointBounds{}) {
+		// Bounds set for checkpoints this backend never takes would have
+		// no effect; the default (on, where the backend keeps them) is
+		// said once at start-up instead.
+		errs = append(errs, fmt.Errorf("sandbox.checkpoints: the %s backend keeps no workspace checkpoints; remove sandbox.checkpoints or set it to false: %w", o.caps.Backend, executor.ErrInvalid))
+	}
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = fmt.Errorf("assistant %q: %w", a.ID, err)
+		}
+	}
+	return errs
 }
 
 func (o *Orchestrator) runnerNames() []string {

@@ -62,6 +62,10 @@ func (r *run) acquire(ctx context.Context) (release func(outcome error), err err
 		free() // after the teardown: the slot covers the container
 		unlease()
 	}
+	// Before the sandbox starts, with no agent process in the workspace:
+	// it follows the request's history back when that returns to an
+	// earlier point.
+	r.rewind(ctx)
 	r.enter("container_start")
 	return release, r.start(ctx)
 }
@@ -148,11 +152,7 @@ func (r *run) start(ctx context.Context) error {
 		}
 		return r.failure(ctx, err, Errorf(KindSandboxStart, err, "the sandbox could not start; the gateway's log has the details"))
 	}
-	r.sb = sb
-	r.lifeEnd = t0.Add(spec.Timeout)
-	if d, ok := sb.(deadliner); ok {
-		r.lifeEnd = d.Deadline()
-	}
+	r.sb, r.lifeEnd = sb, sb.Deadline()
 	r.o.tel.live.Add(1)
 	r.log.Debug("sandbox ready", "id", sb.ID(), "took", r.t.ContainerStart)
 	return r.open(ctx)
@@ -176,10 +176,12 @@ func (r *run) windUp(ctx context.Context, err error) {
 	if r.answered {
 		r.saveSession(ctx, r.session, r.answer)
 	}
-	if r.keepable(err) && r.keep(ctx) {
-		return
+	if !r.keepable(err) || !r.keep(ctx) {
+		r.teardown(ctx)
 	}
-	r.teardown(ctx)
+	// No agent process runs now: the container is gone, or kept after
+	// its reset.
+	r.checkpointTurn(ctx)
 }
 
 // teardown closes the sandbox (windUp has closed the run's routes) on a
@@ -242,13 +244,7 @@ func (r *run) giveBackWarm() {
 // that fails.
 func (r *run) startWarm(ctx context.Context) bool {
 	e := r.warm
-	pk, ok := e.sb.(parker)
-	if !ok {
-		r.warm = nil
-		r.o.removeWarm(e, "the sandbox cannot be kept")
-		return false
-	}
-	if err := pk.Unpark(ctx, r.a.Sandbox.Spec.LeaseWait); err != nil {
+	if err := e.sb.(executor.Keeper).Unpark(ctx, r.a.Sandbox.Spec.LeaseWait); err != nil {
 		r.warm = nil
 		r.log.Info("the chat's kept container cannot continue; starting a new one", "id", e.sb.ID(), "error", err)
 		r.o.removeWarm(e, "it could not be taken again")
@@ -302,8 +298,10 @@ func (r *run) keepable(err error) bool {
 	if r.client != nil && !r.o.sandboxes.live(r.client) {
 		return false // deleted or stopped during the request
 	}
-	_, ok := r.sb.(parker)
-	return ok && time.Until(r.lifeEnd) >= r.a.Sandbox.Spec.Timeout
+	// What the backend declared at New; its conformance suite holds it to
+	// it, and a wrapper that hides Keeper only loses the keeping.
+	_, ok := r.sb.(executor.Keeper)
+	return r.o.caps.Keep && ok && time.Until(r.lifeEnd) >= r.a.Sandbox.Spec.Timeout
 }
 
 // keep parks the run's container for the chat's next turn (windUp has
@@ -324,7 +322,7 @@ func (r *run) keep(ctx context.Context) bool {
 		return false
 	}
 	e.pre = r.preStart(e)
-	if err := r.sb.(parker).Park(); err != nil {
+	if err := r.sb.(executor.Keeper).Park(); err != nil {
 		e.pre.discard(r.o.opts.TeardownTimeout)
 		r.log.Warn("the container could not be kept; removing it", "error", err)
 		return false

@@ -126,6 +126,7 @@ func (r *run) closeRoutes() {
 		if bs, ok := r.route.(budgetStopper); ok {
 			r.budgetStop = bs.BudgetStop()
 		}
+		r.modelBase = r.route.BaseURL()
 		if err := r.route.Close(); err != nil {
 			r.log.Warn("closing the model route failed", "error", err)
 		}

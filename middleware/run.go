@@ -79,11 +79,15 @@ type run struct {
 	// environment is the summary appended to the system prompt ("" for
 	// none; see environment.go).
 	environment string
+	// checkpoint is the workspace checkpoint the run started from (nil
+	// without checkpoints), for the hooks.
+	checkpoint *hooks.Checkpoint
 	// egress is the run's egress proxy (nil without sandbox.egress).
 	egress io.Closer
 	// budgetStop is the budget that stopped the model route's traffic,
-	// kept when the route closes (modelproxy.BudgetCalls and the rest).
-	budgetStop string
+	// and modelBase where the agent reached it, kept when the route
+	// closes (modelproxy.BudgetCalls and the rest).
+	budgetStop, modelBase string
 
 	emitMu   sync.Mutex
 	emit     Emit
@@ -313,11 +317,12 @@ func (r *run) home() string {
 }
 
 // writeFiles writes host-owned files into the workspace in name order,
-// restoring each over whatever the agent left in its way when the sandbox
-// can (executor.Restorer), so that a planted link does not break the chat.
+// restoring each over whatever the agent left in its way when the backend
+// can (Capabilities.Restore), so that a planted link does not break the
+// chat.
 func (r *run) writeFiles(ctx context.Context, files map[string][]byte, what string) error {
 	write := r.sb.WriteFile
-	if rs, ok := r.sb.(executor.Restorer); ok {
+	if rs, ok := r.sb.(executor.Restorer); r.o.caps.Restore && ok {
 		write = rs.RestoreFile
 	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
@@ -342,6 +347,7 @@ func (r *run) createHook(ctx context.Context) ([]executor.Message, error) {
 		ChatMemory: r.o.memory.For(r.req.UserID, r.req.ChatID),
 		Logger:     r.log.Named("hooks"),
 		Options:    opts,
+		Checkpoint: r.checkpoint,
 	}
 	if r.a.Hooks == nil || !r.a.Hooks.HasCreate() {
 		return r.req.Messages, nil

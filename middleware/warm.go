@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -45,38 +46,11 @@ import (
 // run slots; when memory is short, idle containers are removed, oldest
 // first.
 
-// parker is what a sandbox offers for the session policy
-// (executor/docker's Sandbox).
-type parker interface {
-	// Park releases the chat and keeps the container, idle.
-	Park() error
-	// Unpark takes the chat again and checks the container still runs.
-	Unpark(ctx context.Context, wait time.Duration) error
-}
-
-// deadliner is a sandbox that says when its container ends by itself.
-type deadliner interface{ Deadline() time.Time }
-
 // chatID is a user's chat, the key of its lease and of its kept container.
 type chatID struct{ user, chat string }
 
 // key is the chat's lease key (as the executors key it).
 func (c chatID) key() string { return c.user + "/" + c.chat }
-
-// TokenRouter is a ModelRouter that opens a route for a token chosen
-// beforehand (modelroute's Router): a CLI started before its request
-// (session policy) has it in its environment.
-type TokenRouter interface {
-	OpenToken(ctx context.Context, sb executor.Sandbox, a *Assistant, tok string) (ModelRoute, error)
-}
-
-// WarmUpRouter is a ModelRouter that answers, between requests, the
-// warm-up call of a CLI started for a token chosen beforehand, itself and
-// without the upstream (modelroute's Router): the pre-started CLI then
-// does a first call's work before its message (warmUpRunner).
-type WarmUpRouter interface {
-	OpenWarmUp(ctx context.Context, sb executor.Sandbox, a *Assistant, tok string) (io.Closer, error)
-}
 
 // warmUpRunner is a runner whose CLI, started and waiting for its message,
 // can do the work of a first model call beforehand (claude.Runner).
@@ -95,12 +69,6 @@ const warmUpTimeout = time.Minute
 
 // maxWarmUpLine caps a line the CLI writes during its warm-up.
 const maxWarmUpLine = 1 << 20
-
-// ModelRelay is what a sandbox with the helper's model relay offers
-// (executor/docker's Sandbox): where the agent reaches the model.
-type ModelRelay interface {
-	ModelBaseURL() string
-}
 
 // NewRouteToken returns a fresh per-request key for a sandbox's model
 // route.
@@ -507,10 +475,10 @@ func (r *run) resetContainer(ctx context.Context, e *warmEntry) error {
 }
 
 // preStart starts the next turn's CLI resuming the chat's session, or
-// returns nil when it cannot (no session kept, a model router that cannot
-// route a token chosen beforehand). When the assistant uses the gateway's
-// tools, their session for the next request opens first, with the chat's
-// identity, so that the CLI's MCP server connects to it at start.
+// returns nil when it cannot (no session kept, no model route this turn).
+// When the assistant uses the gateway's tools, their session for the next
+// request opens first, with the chat's identity, so that the CLI's MCP
+// server connects to it at start.
 func (r *run) preStart(e *warmEntry) (pre *preCLI) {
 	cs := r.session
 	runner := r.o.runners[r.a.Sandbox.Runner]
@@ -551,15 +519,13 @@ func (r *run) preStart(e *warmEntry) (pre *preCLI) {
 	rr := r.runRequest()
 	var tok string
 	if !r.a.Sandbox.DirectModel && r.o.models != nil {
-		relay, ok := r.sb.(ModelRelay)
-		if _, canToken := r.o.models.(TokenRouter); !ok || !canToken {
-			return nil
-		}
+		// The next turn's route, for this token, is in the same sandbox:
+		// where this turn's agent reached the model.
 		var err error
-		if tok, err = NewRouteToken(); err != nil {
+		if tok, err = NewRouteToken(); err != nil || r.modelBase == "" {
 			return nil
 		}
-		rr.ModelBaseURL, rr.APIKey = relay.ModelBaseURL(), tok
+		rr.ModelBaseURL, rr.APIKey = r.modelBase, tok
 	}
 	if fresh {
 		rr.Messages = []executor.Message{{Role: "user", Content: "."}}
@@ -586,12 +552,11 @@ func (r *run) preStart(e *warmEntry) (pre *preCLI) {
 		pre.toolsFor = ""
 	}
 	wu, canWarm := runner.(warmUpRunner)
-	wr, canRoute := r.o.models.(WarmUpRouter)
-	if !canWarm || !canRoute || tok == "" {
+	if !canWarm || tok == "" {
 		close(pre.warmed)
 		return pre
 	}
-	go r.warmUp(pre, wu, wr)
+	go r.warmUp(pre, wu)
 	return pre
 }
 
@@ -600,7 +565,7 @@ func (r *run) preStart(e *warmEntry) (pre *preCLI) {
 // turn's first model call then leaves sooner. A warm-up that cannot start
 // leaves the CLI as it was; one that fails on the way spoils it (the next
 // turn discards it). It closes pre.warmed when done.
-func (r *run) warmUp(pre *preCLI, wu warmUpRunner, wr WarmUpRouter) {
+func (r *run) warmUp(pre *preCLI, wu warmUpRunner) {
 	defer close(pre.warmed)
 	defer func() {
 		if pre.spoiled != nil {
@@ -611,7 +576,7 @@ func (r *run) warmUp(pre *preCLI, wu warmUpRunner, wr WarmUpRouter) {
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(withIdentity(context.Background(), r.req.UserID, r.req.ChatID), warmUpTimeout)
 	defer cancel()
-	route, err := wr.OpenWarmUp(ctx, r.sb, r.a, pre.token)
+	route, err := r.o.models.OpenWarmUp(ctx, r.sb, r.a, pre.token)
 	if err != nil {
 		r.log.Debug("no warm-up for the pre-started CLI", "error", err)
 		return
@@ -669,12 +634,16 @@ func readLine(rd io.Reader, limit int) ([]byte, error) {
 }
 
 // openWarmRoute opens the model route of a turn in a kept container: for
-// the pre-started CLI's token when there is one.
+// the pre-started CLI's token when there is one and the router can.
 func (r *run) openWarmRoute(ctx context.Context) (ModelRoute, error) {
 	if pre := r.warm.pre; pre != nil && pre.token != "" {
-		if tr, ok := r.o.models.(TokenRouter); ok {
-			return tr.OpenToken(ctx, r.sb, r.a, pre.token)
+		route, err := r.o.models.OpenToken(ctx, r.sb, r.a, pre.token)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return route, err
 		}
+		r.log.Debug("the model router takes no token chosen beforehand; the turn starts its own CLI", "error", err)
+		pre.discard(r.o.opts.TeardownTimeout)
+		r.warm.pre = nil
 	}
 	return r.o.models.Open(ctx, r.sb, r.a)
 }

@@ -26,7 +26,7 @@ func TestQuotaFlag(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), []string{"-executor", "local", "-helper", "/nonexistent", "-quota", "loop", "-data", t.TempDir(), "-dir", ".."}, &stdout, &stderr)
 		assert.Equal(t, 1, code)
-		assert.Contains(t, stderr.String(), `Options.Quota "loop": the local executor caps each file at max_disk and has no quota mode`)
+		assert.Contains(t, stderr.String(), `-quota "loop": the local executor caps each file at max_disk and has no quota mode`, "the flag is named, now that the backend is a typed choice")
 	})
 	t.Run("loop", func(t *testing.T) {
 		testenv.RequireImage(t)

@@ -1,11 +1,10 @@
 package docker
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
-	"math"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -37,110 +36,28 @@ type plan struct {
 	spec     executor.Spec
 	image    string
 	uid, gid int
-	disk     int64 // workspace quota in bytes
-	inodes   int64 // workspace quota in files and directories
 	deadline time.Time
 	created  time.Time
 }
 
-var (
-	userRe    = regexp.MustCompile(`^([0-9]+):([0-9]+)$`)
-	runtimeRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	networkRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-)
-
-// newPlan validates spec against the baseline and fills in defaults. Every
-// error wraps executor.ErrInvalid and names the field to fix.
+// newPlan is executor.Normalize with this executor's defaults (image,
+// lease wait) and its own checks. Every error wraps executor.ErrInvalid
+// and names the field to fix.
 func newPlan(spec executor.Spec, o Options, now time.Time) (plan, error) {
-	p := plan{created: now}
-	if err := executor.ValidateID("user id", spec.UserID); err != nil {
-		return p, err
-	}
-	if err := executor.ValidateID("chat id", spec.ChatID); err != nil {
-		return p, err
-	}
-	if spec.AssistantID != "" {
-		if err := executor.ValidateID("assistant id", spec.AssistantID); err != nil {
-			return p, err
-		}
-	}
-	p.image = spec.Image
+	p := plan{created: now, image: cmp.Or(spec.Image, o.Image)}
+	spec.LeaseWait = cmp.Or(spec.LeaseWait, o.DefaultLeaseWait)
+	spec, err := executor.Normalize(spec)
 	if p.image == "" {
-		p.image = o.Image
+		err = errors.Join(err, fmt.Errorf("spec: Image is empty and Options.Image has no default; name a sandbox image: %w", executor.ErrInvalid))
 	}
-	if p.image == "" {
-		return p, fmt.Errorf("spec: Image is empty and Options.Image has no default; name a sandbox image: %w", executor.ErrInvalid)
+	if err == nil {
+		err = checkEgress(spec, o)
 	}
-	if spec.MemoryBytes == 0 {
-		spec.MemoryBytes = executor.DefaultMemoryBytes
-	}
-	if spec.MemoryBytes < 6<<20 {
-		return p, fmt.Errorf("spec: MemoryBytes %d is below Docker's minimum of 6 MiB (negative means unlimited, which is not allowed): %w", spec.MemoryBytes, executor.ErrInvalid)
-	}
-	if spec.CPUs == 0 {
-		spec.CPUs = executor.DefaultCPUs
-	}
-	if spec.CPUs < 0.01 || spec.CPUs > 1024 || math.IsNaN(spec.CPUs) {
-		return p, fmt.Errorf("spec: CPUs %v is out of range; give a core count between 0.01 and 1024: %w", spec.CPUs, executor.ErrInvalid)
-	}
-	switch {
-	case spec.PidsLimit == 0:
-		spec.PidsLimit = executor.DefaultPidsLimit
-	case spec.PidsLimit < 0:
-		return p, fmt.Errorf("spec: PidsLimit %d would be unlimited; give a positive process cap such as %d: %w", spec.PidsLimit, executor.DefaultPidsLimit, executor.ErrInvalid)
-	case spec.PidsLimit < 8:
-		return p, fmt.Errorf("spec: PidsLimit %d leaves no room for init, the main process and a command; use at least 8: %w", spec.PidsLimit, executor.ErrInvalid)
-	}
-	if spec.Timeout == 0 {
-		spec.Timeout = executor.DefaultTimeout
-	}
-	if spec.Timeout < time.Second {
-		return p, fmt.Errorf("spec: Timeout %v is shorter than a second (negative is not unlimited): %w", spec.Timeout, executor.ErrInvalid)
-	}
-	if spec.Network == "" {
-		spec.Network = "none"
-	}
-	if spec.Network == "host" || strings.Contains(spec.Network, ":") || !networkRe.MatchString(spec.Network) {
-		return p, fmt.Errorf("spec: Network %q is not allowed; use \"none\" (the default) or a named Docker network, never host or container:<id>: %w", spec.Network, executor.ErrInvalid)
-	}
-	if spec.Runtime != "" && !runtimeRe.MatchString(spec.Runtime) {
-		return p, fmt.Errorf("spec: Runtime %q is not a runtime name (e.g. runsc): %w", spec.Runtime, executor.ErrInvalid)
-	}
-	if spec.User == "" {
-		spec.User = executor.DefaultUser
-	}
-	m := userRe.FindStringSubmatch(spec.User)
-	if m == nil {
-		return p, fmt.Errorf("spec: User %q is not numeric uid:gid (e.g. %q): %w", spec.User, executor.DefaultUser, executor.ErrInvalid)
-	}
-	var err error
-	uid, err1 := strconv.Atoi(m[1])
-	gid, err2 := strconv.Atoi(m[2])
-	if err1 != nil || err2 != nil || uid > math.MaxInt32 || gid > math.MaxInt32 {
-		return p, fmt.Errorf("spec: User %q is out of range: %w", spec.User, executor.ErrInvalid)
-	}
-	if uid == 0 || gid == 0 {
-		return p, fmt.Errorf("spec: User %q is root; sandboxes run as a non-root user such as %q: %w", spec.User, executor.DefaultUser, executor.ErrInvalid)
-	}
-	for _, kv := range spec.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return p, fmt.Errorf("spec: Env entry %q is not KEY=VALUE: %w", kv, executor.ErrInvalid)
-		}
-	}
-	if spec.LeaseWait < 0 {
-		return p, fmt.Errorf("spec: LeaseWait %v is negative: %w", spec.LeaseWait, executor.ErrInvalid)
-	}
-	if spec.LeaseWait == 0 {
-		spec.LeaseWait = o.DefaultLeaseWait
-	}
-	if err := checkEgress(spec, o); err != nil {
-		return p, err
-	}
-	if p.disk, p.inodes, err = quotaLimits(spec); err != nil {
+	if err != nil {
 		return p, err
 	}
 	p.spec = spec
-	p.uid, p.gid = uid, gid
+	p.uid, p.gid, _ = executor.ParseUser(spec.User) // Normalize checked it
 	p.deadline = now.Add(spec.Timeout)
 	return p, nil
 }

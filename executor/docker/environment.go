@@ -109,7 +109,7 @@ func (e *Executor) Environment(ctx context.Context, spec executor.Spec) (executo
 // and the options that show in it.
 func snapshotKey(p plan, imageID string) string {
 	return fmt.Sprintf("%s|%d|%g|%d|%s|%s|%t|%s|%d|%d", imageID, p.spec.MemoryBytes, p.spec.CPUs, p.spec.PidsLimit,
-		p.spec.Runtime, p.spec.Network, p.spec.Egress, p.spec.User, p.disk, p.inodes)
+		p.spec.Runtime, p.spec.Network, p.spec.Egress, p.spec.User, p.spec.DiskBytes, p.spec.Inodes)
 }
 
 // captureEnvironment starts a container of p without the workspace or the
@@ -159,7 +159,7 @@ func (e *Executor) captureEnvironment(ctx context.Context, p plan, imageID strin
 	env.Image, env.ImageID = p.image, imageID
 	env.Mode = "Docker container (" + runtimeName(runtime) + ")"
 	env.Limits = fmt.Sprintf("memory %s (no swap), %g CPUs, %d processes, workspace %s and %d files",
-		executor.FormatBytes(p.spec.MemoryBytes), p.spec.CPUs, p.spec.PidsLimit, executor.FormatBytes(p.disk), p.inodes)
+		executor.FormatBytes(p.spec.MemoryBytes), p.spec.CPUs, p.spec.PidsLimit, executor.FormatBytes(p.spec.DiskBytes), p.spec.Inodes)
 	env.Network = networkName(p.spec)
 	return env, nil
 }

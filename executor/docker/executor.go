@@ -6,8 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,7 +47,9 @@ type Executor struct {
 	// noHostKill turns the host-side kill path off (tests of the script).
 	noHostKill bool
 
-	env envSnapshots // environment snapshots (environment.go)
+	env          envSnapshots // environment snapshots (environment.go)
+	caps         executor.Capabilities
+	*checkpoints // the workspaces' checkpoints (checkpoints.go)
 
 	pool    *pool // nil without Options.Pool
 	rec     *reconciler
@@ -78,13 +83,43 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		_ = cli.Close()
 		return nil, fmt.Errorf("docker executor: the Docker daemon at %s does not answer; start dockerd or set DOCKER_HOST: %w (%w)", cli.DaemonHost(), executor.ErrUnavailable, err)
 	}
+	info, err := cli.Info(pingCtx)
+	if err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("docker executor: ask the Docker daemon at %s which runtimes it has: %w (%w)", cli.DaemonHost(), executor.ErrUnavailable, err)
+	}
 	e, err := newExecutor(ctx, o, cli)
 	if err != nil {
 		_ = cli.Close()
 		return nil, err
 	}
+	e.caps.Runtimes = slices.Sorted(maps.Keys(info.Runtimes))
 	return e, nil
 }
+
+// capabilities are what the executor honours given its options (the
+// daemon's runtimes are New's to add).
+func (e *Executor) capabilities() executor.Capabilities {
+	helper := e.o.helperPath() != ""
+	c := executor.Capabilities{Backend: "docker", Pids: true, Networks: true, Quota: executor.QuotaWatchdog, Keep: true,
+		Egress: helper && e.o.EgressPort > 0, ModelRelay: helper && e.o.ModelPort > 0, Restore: true, Environment: true, Pool: e.o.Pool,
+		Why: map[string]string{executor.KeyRuntime: "register it with the Docker daemon, e.g. runsc for gVisor"}}
+	if e.quota.mode() == QuotaLoop {
+		c.Quota = executor.QuotaFilesystem
+	} else {
+		c.Checkpoints = true
+	}
+	switch {
+	case !helper:
+		c.Why[executor.KeyEgress] = "it runs without the helper; set Options.HelperBinary or UseImageHelper"
+	case !c.Egress:
+		c.Why[executor.KeyEgress] = "Options.EgressPort turns the relay off"
+	}
+	return c
+}
+
+// Capabilities implements executor.Executor.
+func (e *Executor) Capabilities() executor.Capabilities { return e.caps }
 
 // newExecutor builds an Executor over api (a fake in unit tests).
 func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, error) {
@@ -128,6 +163,12 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		_ = root.Close()
 		return nil, err
 	}
+	if e.checkpoints, err = e.newCheckpoints(); err != nil {
+		_ = e.inst.Close()
+		_ = root.Close()
+		return nil, fmt.Errorf("docker executor: %w", err)
+	}
+	e.caps = e.capabilities()
 	e.sweepPools()
 	if e.pool, err = e.openPool(); err != nil {
 		_ = e.inst.Close()
@@ -157,7 +198,7 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 	if e.pool != nil {
 		e.every(min(o.PoolIdle/2, time.Minute), func(context.Context) { e.pool.expire() })
 	}
-	e.warnHostAccount(executor.DefaultUser)
+	e.warnHostAccount(executor.DefaultUID)
 	e.logger.Debug("executor started", "data_dir", o.DataDir)
 	return e, nil
 }
@@ -202,19 +243,16 @@ func privateDataDir(dir string, logger hclog.Logger) error {
 // that is also a host user's.
 var passwdFile = "/etc/passwd"
 
-// warnHostAccount logs a warning, once per uid, when user ("uid:gid") is a
+// warnHostAccount logs a warning, once per uid, when the sandbox uid is a
 // host account: files the agent writes would then be that account's.
-func (e *Executor) warnHostAccount(user string) {
-	m := userRe.FindStringSubmatch(user)
-	if m == nil {
+func (e *Executor) warnHostAccount(uid int) {
+	id := strconv.Itoa(uid)
+	if _, done := e.warnedUIDs.LoadOrStore(id, true); done {
 		return
 	}
-	if _, done := e.warnedUIDs.LoadOrStore(m[1], true); done {
-		return
-	}
-	if name := hostAccount(passwdFile, m[1]); name != "" {
+	if name := hostAccount(passwdFile, id); name != "" {
 		e.logger.Warn("the sandbox uid is a host account; its files in the workspaces are that account's. Pick a uid no host user has (sandbox user, e.g. \"100000:100000\")",
-			"uid", m[1], "account", name)
+			"uid", id, "account", name)
 	}
 }
 
@@ -300,12 +338,15 @@ func sameFile(f *os.File, root *os.Root, name string) bool {
 func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.Sandbox, error) {
 	start := time.Now()
 	p, err := newPlan(spec, e.o, start)
+	if err == nil {
+		err = errors.Join(e.caps.Check(p.spec)...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	user, chat := p.spec.UserID, p.spec.ChatID
 	logger := e.logger.With("user", user, "chat", chat)
-	e.warnHostAccount(p.spec.User)
+	e.warnHostAccount(p.uid)
 	sbID := randomID()
 	done, err := e.sandboxes.Begin(sbID)
 	if err != nil {

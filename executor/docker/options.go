@@ -12,13 +12,13 @@ import (
 )
 
 // Defaults of Options and of the container baseline. A Spec's zero limits
-// take executor's defaults (executor.DefaultMemoryBytes and the rest, the
-// one source the config package uses too); these are the backend's own.
-// None of them is "unlimited".
+// take executor's table (executor.Normalize, the one source the config
+// package uses too); these are the backend's own, except the retention's,
+// which are the table's. None of them is "unlimited".
 const (
 	DefaultReconcileInterval = time.Minute
-	DefaultRetention         = 7 * 24 * time.Hour
-	DefaultRetentionInterval = time.Hour
+	DefaultRetention         = executor.DefaultRetention
+	DefaultRetentionInterval = executor.DefaultRetentionInterval
 	DefaultStopGrace         = 2 * time.Second
 	DefaultCallTimeout       = 30 * time.Second
 	DefaultExecTimeout       = 10 * time.Minute

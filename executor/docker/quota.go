@@ -53,12 +53,12 @@ const (
 	QuotaWatchdog QuotaMode = "watchdog"
 )
 
-// Quota minimums and defaults. A Spec's zero DiskBytes and Inodes take
-// executor.DefaultDiskBytes and executor.DefaultInodes; negative values are
-// refused, never "unlimited".
+// Quota minimums and defaults. A Spec's DiskBytes and Inodes take their
+// defaults and bounds from executor's table (MinDiskBytes and MinInodes
+// are the table's); negative values are refused, never "unlimited".
 const (
-	MinDiskBytes         = 16 << 20
-	MinInodes            = 1000
+	MinDiskBytes         = executor.MinDiskBytes
+	MinInodes            = executor.MinInodes
 	DefaultMinFreeBytes  = 1 << 30
 	DefaultQuotaInterval = 2 * time.Second
 )
@@ -146,29 +146,6 @@ func checkFreeSpace(dataDir string, floor int64) error {
 
 // errNotRoot is why loop images need root.
 var errNotRoot = errors.New("the gateway does not run as root (mount and losetup need it)")
-
-// quotaLimits validates the Spec's quota and fills in the defaults.
-func quotaLimits(spec executor.Spec) (disk, inodes int64, err error) {
-	disk, inodes = spec.DiskBytes, spec.Inodes
-	if disk == 0 {
-		disk = executor.DefaultDiskBytes
-	}
-	if inodes == 0 {
-		// One per 8 KiB on small disks: inode tables are space too.
-		inodes = max(min(executor.DefaultInodes, disk/8192), MinInodes)
-	}
-	if disk < MinDiskBytes {
-		return 0, 0, fmt.Errorf("spec: DiskBytes %d is below the minimum of %s (negative is not unlimited): %w", spec.DiskBytes, executor.FormatBytes(MinDiskBytes), executor.ErrInvalid)
-	}
-	if inodes < MinInodes {
-		return 0, 0, fmt.Errorf("spec: Inodes %d is below the minimum of %d (negative is not unlimited): %w", spec.Inodes, MinInodes, executor.ErrInvalid)
-	}
-	// ext4 cannot hold more than one inode per KiB of its size.
-	if inodes > disk/1024 {
-		return 0, 0, fmt.Errorf("spec: Inodes %d is more than one per KiB of DiskBytes %d; lower it or raise DiskBytes: %w", inodes, disk, executor.ErrInvalid)
-	}
-	return disk, inodes, nil
-}
 
 // quotaErr is the quota error that stopped s, or nil.
 func (s *Sandbox) quotaErr() error {

@@ -82,6 +82,6 @@ func (e *Executor) containerConfig(p plan, sandboxID, workspaceDir, hostDir stri
 
 // kernelLimits adds RLIMIT_FSIZE and the fallocate filter to hc.
 func kernelLimits(p plan, hc *container.HostConfig) {
-	hc.Ulimits = append(hc.Ulimits, fsizeUlimit(p.disk))
+	hc.Ulimits = append(hc.Ulimits, fsizeUlimit(p.spec.DiskBytes))
 	hc.SecurityOpt = append(hc.SecurityOpt, "seccomp="+sandboxSeccomp())
 }

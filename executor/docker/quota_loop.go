@@ -227,11 +227,11 @@ func (l *loopQuota) attach(ctx context.Context, p plan, wsDir string, _ sandboxC
 		if err := checkImage(ctx, img); err != nil {
 			return nil, fmt.Errorf("workspace quota: %w", err)
 		}
-		if fi.Size() < p.disk {
-			if err := growImage(ctx, img, p.disk); err != nil {
+		if fi.Size() < p.spec.DiskBytes {
+			if err := growImage(ctx, img, p.spec.DiskBytes); err != nil {
 				return nil, fmt.Errorf("workspace quota: %w", err)
 			}
-			log.Info("workspace image grown", "from", fi.Size(), "to", p.disk)
+			log.Info("workspace image grown", "from", fi.Size(), "to", p.spec.DiskBytes)
 		}
 		if n, err := dirEntries(wsDir); err == nil && n > 0 {
 			log.Warn("the workspace directory under the image is not empty; its files stay hidden under the mount", "dir", wsDir, "entries", n)
@@ -253,7 +253,7 @@ func (l *loopQuota) attach(ctx context.Context, p plan, wsDir string, _ sandboxC
 func (l *loopQuota) create(ctx context.Context, p plan, img, wsDir string, log hclog.Logger) error {
 	tmp := img + ".new"
 	_ = os.Remove(tmp)
-	if err := makeImage(ctx, tmp, p.disk, p.inodes, p.uid, p.gid); err != nil {
+	if err := makeImage(ctx, tmp, p.spec.DiskBytes, p.spec.Inodes, p.uid, p.gid); err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}
@@ -278,7 +278,7 @@ func (l *loopQuota) create(ctx context.Context, p plan, img, wsDir string, log h
 			log.Warn("cannot remove the workspace's files now copied into its image", "error", err)
 		}
 	}
-	log.Info("workspace image created", "image", img, "max_disk", p.disk, "max_inodes", p.inodes)
+	log.Info("workspace image created", "image", img, "max_disk", p.spec.DiskBytes, "max_inodes", p.spec.Inodes)
 	return nil
 }
 

@@ -320,7 +320,8 @@ func TestQuotaLimits(t *testing.T) {
 		"too many inodes": {disk: 16 << 20, inodes: 20000, wantErrContain: "more than one per KiB"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			d, i, err := quotaLimits(executor.Spec{DiskBytes: tc.disk, Inodes: tc.inodes})
+			s, err := executor.Normalize(executor.Spec{UserID: "u", ChatID: "c", DiskBytes: tc.disk, Inodes: tc.inodes})
+			d, i := s.DiskBytes, s.Inodes
 			if tc.wantErrContain != "" {
 				require.ErrorIs(t, err, executor.ErrInvalid)
 				assert.Contains(t, err.Error(), tc.wantErrContain)

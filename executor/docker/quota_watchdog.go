@@ -124,13 +124,13 @@ func (w *watchdogQuota) beforePrepare(string, string) error { return nil }
 func measure(wsDir string, p plan) (quotaSample, error) {
 	fs, _ := statUsage(wsDir)
 	start := time.Now()
-	b, n, err := executor.MeasureDir(wsDir, p.disk, p.inodes)
+	b, n, err := executor.MeasureDir(wsDir, p.spec.DiskBytes, p.spec.Inodes)
 	return quotaSample{at: start, bytes: b, inodes: n, walk: time.Since(start), fs: fs}, err
 }
 
 func (w *watchdogQuota) attach(_ context.Context, p plan, wsDir string, ctl sandboxControl) (quotaHandle, error) {
 	first, err := measure(wsDir, p)
-	if qerr := executor.OverQuota(first.bytes, first.inodes, p.disk, p.inodes); qerr != nil {
+	if qerr := executor.OverQuota(first.bytes, first.inodes, p.spec.DiskBytes, p.spec.Inodes); qerr != nil {
 		return nil, qerr
 	}
 	if err != nil {
@@ -151,7 +151,7 @@ func (w *watchdogQuota) watch(h *watchdogHandle, p plan, wsDir string, first quo
 	tick := time.NewTicker(minQuotaPause)
 	defer tick.Stop()
 	prev, cur := quotaSample{}, first
-	due := cur.at.Add(nextPause(prev, cur, p.disk, p.inodes, w.interval))
+	due := cur.at.Add(nextPause(prev, cur, p.spec.DiskBytes, p.spec.Inodes, w.interval))
 	for {
 		var now time.Time
 		select {
@@ -161,8 +161,8 @@ func (w *watchdogQuota) watch(h *watchdogHandle, p plan, wsDir string, first quo
 		}
 		fs, ok := statUsage(wsDir)
 		gapOver := !now.Before(cur.at.Add(min(walkGap(cur), max(w.interval, minQuotaPause))))
-		suspect := ok && gapOver && overByEstimate(cur, fs, p.disk, p.inodes)
-		if !suspect && now.Before(due) && (!ok || !gapOver || !grewTowardQuota(cur, fs, p.disk, p.inodes)) {
+		suspect := ok && gapOver && overByEstimate(cur, fs, p.spec.DiskBytes, p.spec.Inodes)
+		if !suspect && now.Before(due) && (!ok || !gapOver || !grewTowardQuota(cur, fs, p.spec.DiskBytes, p.spec.Inodes)) {
 			continue
 		}
 		thaw := func() {}
@@ -172,7 +172,7 @@ func (w *watchdogQuota) watch(h *watchdogHandle, p plan, wsDir string, first quo
 			}
 		}
 		s, err := measure(wsDir, p)
-		if qerr := executor.OverQuota(s.bytes, s.inodes, p.disk, p.inodes); qerr != nil {
+		if qerr := executor.OverQuota(s.bytes, s.inodes, p.spec.DiskBytes, p.spec.Inodes); qerr != nil {
 			h.mu.Lock()
 			h.quotaErr = qerr
 			h.mu.Unlock()
@@ -188,7 +188,7 @@ func (w *watchdogQuota) watch(h *watchdogHandle, p plan, wsDir string, first quo
 			prev, cur = cur, s
 		}
 		w.logger.Trace("workspace measured", "bytes", s.bytes, "inodes", s.inodes, "walk", s.walk, "suspect", suspect)
-		due = time.Now().Add(nextPause(prev, cur, p.disk, p.inodes, w.interval))
+		due = time.Now().Add(nextPause(prev, cur, p.spec.DiskBytes, p.spec.Inodes, w.interval))
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/executor/checkpoint"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox/executor"
@@ -223,6 +225,10 @@ func (r *retention) expire(user, chat string, cutoff time.Time) (string, error) 
 		}
 	}
 	_ = r.root.Remove(filepath.Join(executor.LegacyWorkspacesDir, user))
+	// The workspace's checkpoints go with it.
+	if err := r.root.RemoveAll(filepath.Join(checkpoint.StoresDir, r.layout.Name(user, chat))); err != nil {
+		log.Warn("cannot remove the workspace's checkpoints", "error", err)
+	}
 	// The lock goes last, still flocked: a waiter that opened it finds it
 	// is no longer the file at the path and makes a new one.
 	if err := r.root.Remove(lockName); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/executortest"
 )
 
 func TestNewPlanValidation(t *testing.T) {
@@ -419,4 +420,15 @@ func getsid() (int, error) {
 		return 0, errno
 	}
 	return int(sid), nil
+}
+
+// TestPlanTakesTheTable: newPlan's defaults and bounds are executor's
+// table, refused with the table's messages.
+func TestPlanTakesTheTable(t *testing.T) {
+	o, err := Options{DataDir: "/data", Image: "img"}.withDefaults()
+	require.NoError(t, err)
+	executortest.RunSpecTable(t, func(s executor.Spec) (executor.Spec, error) {
+		p, err := newPlan(s, o, time.Now())
+		return p.spec, err
+	})
 }

@@ -34,7 +34,8 @@ import (
 // is idempotent and Exec after it fails with ErrNotRunning; the workspace
 // survives Close and the next sandbox of the chat sees it; a second Create
 // on a leased chat fails with ErrBusy after LeaseWait; creates on
-// different chats run in parallel.
+// different chats run in parallel; what Capabilities declares holds (its
+// sandboxes implement the optional interfaces it names).
 func RunConformance(t *testing.T, newExecutor func(t *testing.T) executor.Executor, spec executor.Spec) {
 	t.Helper()
 	ex := newExecutor(t)
@@ -48,6 +49,7 @@ func RunConformance(t *testing.T, newExecutor func(t *testing.T) executor.Execut
 		run  func(t *testing.T)
 	}{
 		{"Create", suite.create},
+		{"Capabilities", suite.capabilities},
 		{"ExecEcho", suite.execEcho},
 		{"ExecStdin", suite.execStdin},
 		{"ExecEnv", suite.execEnv},
@@ -63,6 +65,7 @@ func RunConformance(t *testing.T, newExecutor func(t *testing.T) executor.Execut
 		{"PathEscapes", suite.pathEscapes},
 		{"Close", suite.close},
 		{"WorkspaceSurvivesClose", suite.workspaceSurvives},
+		{"Checkpoints", suite.checkpoints},
 		{"LeaseBusy", suite.leaseBusy},
 		{"ParallelCreates", suite.parallelCreates},
 	} {
@@ -125,6 +128,92 @@ func (c *conformance) create(t *testing.T) {
 	sb := c.open(t, c.chat(t))
 	assert.NotEmpty(t, sb.ID())
 	assert.Equal(t, executor.ContainerWorkdir, sb.Workdir())
+}
+
+// capabilities: what the executor declares, its sandboxes do.
+func (c *conformance) capabilities(t *testing.T) {
+	caps := c.ex.Capabilities()
+	assert.NotEmpty(t, caps.Backend, "Capabilities names the backend")
+	t0 := time.Now()
+	sb := c.open(t, c.chat(t))
+	assert.True(t, sb.Deadline().After(t0), "the sandbox ends after it started")
+	if _, ok := sb.(executor.Keeper); caps.Keep {
+		assert.True(t, ok, "Keep: its sandboxes implement executor.Keeper")
+	}
+	if relay, ok := sb.(executor.ModelRelay); caps.ModelRelay {
+		require.True(t, ok, "ModelRelay: its sandboxes implement executor.ModelRelay")
+		assert.NotEmpty(t, relay.ModelBaseURL())
+	}
+	if _, ok := sb.(executor.HostListener); caps.HostListener {
+		assert.True(t, ok, "HostListener: its sandboxes implement executor.HostListener")
+		assert.Empty(t, sb.HostDir(), "HostListener: its sandboxes have no host directory")
+	}
+	if _, ok := sb.(executor.Restorer); caps.Restore {
+		assert.True(t, ok, "Restore: its sandboxes implement executor.Restorer")
+	}
+	if _, ok := c.ex.(executor.EnvironmentProber); caps.Environment {
+		assert.True(t, ok, "Environment: it implements executor.EnvironmentProber")
+	}
+	if _, ok := c.ex.(executor.Checkpointer); caps.Checkpoints {
+		assert.True(t, ok, "Checkpoints: it implements executor.Checkpointer")
+	}
+}
+
+// checkpoints: a backend that keeps checkpoints takes a workspace between
+// sandboxes, puts it back over what a later sandbox changed, forks it into
+// another chat's empty workspace, and refuses an unknown checkpoint.
+func (c *conformance) checkpoints(t *testing.T) {
+	cp, ok := c.ex.(executor.Checkpointer)
+	if !c.ex.Capabilities().Checkpoints || !ok {
+		t.Skip("the backend keeps no checkpoints")
+	}
+	ctx := context.Background()
+	spec := c.chat(t)
+	user, chat := spec.UserID, spec.ChatID
+	b := executor.CheckpointBounds{}
+	start, err := cp.TakeCheckpoint(ctx, user, chat, "start", b)
+	require.NoError(t, err, "a chat's start, before its workspace exists")
+	assert.Zero(t, start.Files)
+
+	first := c.open(t, spec)
+	require.NoError(t, first.WriteFile(ctx, "a.txt", []byte("v1")))
+	require.NoError(t, first.Close(ctx))
+	turn1, err := cp.TakeCheckpoint(ctx, user, chat, "turn 1", b)
+	require.NoError(t, err)
+	assert.Equal(t, 1, turn1.Files)
+
+	second := c.open(t, spec)
+	require.NoError(t, second.WriteFile(ctx, "a.txt", []byte("v2")))
+	require.NoError(t, second.WriteFile(ctx, "b.txt", []byte("b")))
+	require.NoError(t, second.Close(ctx))
+	_, err = cp.TakeCheckpoint(ctx, user, chat, "turn 2", b)
+	require.NoError(t, err)
+
+	res, err := cp.RestoreCheckpoint(ctx, user, chat, turn1.ID)
+	require.NoError(t, err)
+	assert.Positive(t, res.Written+res.Removed)
+	list, head, err := cp.Checkpoints(ctx, user, chat)
+	require.NoError(t, err)
+	assert.Len(t, list, 3)
+	assert.Equal(t, turn1.ID, head, "the workspace was last restored to turn 1")
+	third := c.open(t, spec)
+	got, err := third.ReadFile(ctx, "a.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "v1", string(got))
+	_, err = third.ReadFile(ctx, "b.txt")
+	assert.ErrorIs(t, err, executor.ErrNotFound)
+	require.NoError(t, third.Close(ctx))
+
+	fork := c.chat(t)
+	_, err = cp.ForkCheckpoint(ctx, user, chat, turn1.ID, fork.UserID, fork.ChatID, b)
+	require.NoError(t, err)
+	forked := c.open(t, fork)
+	got, err = forked.ReadFile(ctx, "a.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "v1", string(got), "the fork starts from the checkpoint")
+
+	_, err = cp.RestoreCheckpoint(ctx, user, chat, "ck_0000000000000deadbeef0")
+	assert.ErrorIs(t, err, executor.ErrNotFound)
 }
 
 func (c *conformance) execEcho(t *testing.T) {

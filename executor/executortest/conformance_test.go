@@ -36,6 +36,8 @@ func (l leaselessExecutor) Create(ctx context.Context, spec executor.Spec) (exec
 
 func (leaselessExecutor) Close() error { return nil }
 
+func (leaselessExecutor) Capabilities() executor.Capabilities { return executortest.FakeCapabilities() }
+
 // TestConformanceCatchesBrokenExecutor shows that the suite can fail: run
 // against an executor without leases, LeaseBusy fails and the rest pass.
 func TestConformanceCatchesBrokenExecutor(t *testing.T) {

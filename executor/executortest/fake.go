@@ -2,6 +2,7 @@ package executortest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,10 +40,11 @@ type FakeSandbox struct {
 	// ExecFunc was scripted. Set it before the first Exec.
 	ExecFunc ExecFunc
 
-	ws      *executor.Workspace
-	id      string
-	spec    executor.Spec
-	release func()
+	ws       *executor.Workspace
+	id       string
+	spec     executor.Spec
+	deadline time.Time
+	release  func()
 
 	mu     sync.Mutex
 	calls  []ExecCall
@@ -64,10 +66,11 @@ func NewSandbox(t testing.TB) *FakeSandbox {
 
 func newSandbox(ws *executor.Workspace, spec executor.Spec, release func()) *FakeSandbox {
 	return &FakeSandbox{
-		ws:      ws,
-		id:      fmt.Sprintf("fake-%d", sandboxSeq.Add(1)),
-		spec:    spec,
-		release: release,
+		ws:       ws,
+		id:       fmt.Sprintf("fake-%d", sandboxSeq.Add(1)),
+		spec:     spec,
+		deadline: time.Now().Add(cmp.Or(spec.Timeout, executor.DefaultTimeout)),
+		release:  release,
 	}
 }
 
@@ -79,6 +82,10 @@ func (s *FakeSandbox) Workdir() string { return executor.ContainerWorkdir }
 
 // HostDir returns "": the fake has no helper directory.
 func (s *FakeSandbox) HostDir() string { return "" }
+
+// Deadline is Spec.Timeout (or the table's default) after the sandbox was
+// made; nothing ends it then.
+func (s *FakeSandbox) Deadline() time.Time { return s.deadline }
 
 // Dir returns the workspace's host directory.
 func (s *FakeSandbox) Dir() string { return s.ws.Dir() }
@@ -215,6 +222,9 @@ type FakeExecutor struct {
 	OnCreate func(sb *FakeSandbox)
 	// CreateErr, when set, makes Create fail with it (after validation).
 	CreateErr error
+	// Caps, when set, is what Capabilities declares instead of
+	// FakeCapabilities (e.g. another backend's, for refusals at start-up).
+	Caps *executor.Capabilities
 
 	mu      sync.Mutex
 	leases  map[string]chan struct{}
@@ -231,6 +241,22 @@ func NewExecutor(t testing.TB) *FakeExecutor {
 	e := &FakeExecutor{DataDir: t.TempDir()}
 	t.Cleanup(func() { _ = e.Close() })
 	return e
+}
+
+// FakeCapabilities are what a FakeExecutor declares by default: it takes
+// every Spec setting (it records limits and enforces none) and its
+// sandboxes implement none of the optional interfaces.
+func FakeCapabilities() executor.Capabilities {
+	return executor.Capabilities{Backend: "fake", Pids: true, Runtimes: []string{"runc", "runsc"}, Networks: true,
+		Quota: executor.QuotaWatchdog, Egress: true}
+}
+
+// Capabilities returns Caps, or FakeCapabilities.
+func (e *FakeExecutor) Capabilities() executor.Capabilities {
+	if e.Caps != nil {
+		return *e.Caps
+	}
+	return FakeCapabilities()
 }
 
 // Sandboxes returns every sandbox created so far, in order.

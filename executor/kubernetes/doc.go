@@ -7,7 +7,10 @@
 // /tmp, HOME and the helper's directory, seccomp RuntimeDefault, cpu and
 // memory limits, no service account token, no service links, and
 // Options.RuntimeClassName, e.g. "nonet" or "gvisor", where the cluster
-// offers one). Process limits come from the kubelet's podPidsLimit.
+// offers one). Process limits come from the kubelet's podPidsLimit: the
+// executor declares it cannot limit them per sandbox (Capabilities), and a
+// Spec's PidsLimit other than the default is refused. A Spec's defaults
+// and bounds are executor.Normalize's, as on every backend.
 //
 // The helper also serves exec and the workspace file API on a loopback port
 // of the pod (HelperPort), which the gateway reaches through the API

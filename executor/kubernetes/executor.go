@@ -46,8 +46,6 @@ type Executor struct {
 	// holder that stopped renewing means that instance is likely dead,
 	// and its other pods need not wait for the next interval.
 	kick chan struct{}
-	// pidsOnce says once that Spec.PidsLimit is the node's to apply.
-	pidsOnce sync.Once
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -114,12 +112,6 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 	if err != nil {
 		return nil, err
 	}
-	if spec.PidsLimit > 0 {
-		e.pidsOnce.Do(func() {
-			e.logger.Warn("Spec.PidsLimit (sandbox.pids_limit) is not applied per pod: a pod's process limit is its node's kubelet podPidsLimit; set that to the limit you want",
-				"pids_limit", spec.PidsLimit)
-		})
-	}
 	name := "abx-" + p.chat[:12] + "-" + randomID()[:8]
 	done, err := e.sandboxes.Begin(name)
 	if err != nil {
@@ -127,10 +119,7 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 	}
 	defer done()
 
-	wait := spec.LeaseWait
-	if wait == 0 {
-		wait = e.o.DefaultLeaseWait
-	}
+	wait := p.spec.LeaseWait
 	local, err := e.leases.Acquire(ctx, p.chat, wait)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: chat %s/%s: %w", spec.UserID, spec.ChatID, err)

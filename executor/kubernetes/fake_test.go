@@ -347,10 +347,10 @@ func TestFakeQuotaWatchdog(t *testing.T) {
 	_, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: -1})
 	require.ErrorIs(t, err, executor.ErrInvalid)
 
-	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: 1 << 20})
+	sb, err := e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: executor.MinDiskBytes})
 	require.NoError(t, err)
 	// The watchdog may stop the sandbox under the command already.
-	res, err := sb.Exec(t.Context(), &executor.Cmd{Args: []string{"sh", "-c", "head -c 3000000 /dev/zero > big"}})
+	res, err := sb.Exec(t.Context(), &executor.Cmd{Args: []string{"sh", "-c", "head -c 20000000 /dev/zero > big"}})
 	if err == nil {
 		require.Equal(t, 0, res.ExitCode)
 	} else {
@@ -368,9 +368,9 @@ func TestFakeQuotaWatchdog(t *testing.T) {
 	require.NoError(t, sb.Close(context.Background()))
 
 	// The workspace (the fake's helper keeps it) is still over quota.
-	_, err = e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: 1 << 20})
+	_, err = e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: executor.MinDiskBytes})
 	require.ErrorIs(t, err, executor.ErrNoSpace)
-	sb, err = e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: 16 << 20})
+	sb, err = e.Create(t.Context(), executor.Spec{UserID: "u", ChatID: "c", DiskBytes: 4 * executor.MinDiskBytes})
 	require.NoError(t, err, "a larger quota lets the chat start again")
 	require.NoError(t, sb.Close(context.Background()))
 }

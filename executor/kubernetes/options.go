@@ -11,30 +11,28 @@ import (
 )
 
 // Defaults of Options and of the pod baseline. A Spec's zero limits take
-// these values; they are never "unlimited".
+// executor's table (executor.Normalize), as on every backend;
+// DefaultLeaseWait, DefaultMaxOutput, the sandbox user's ids and the
+// retention's are the table's. None of them is "unlimited".
 const (
-	DefaultNamespace      = "agentbox"
-	DefaultLeaseWait      = 30 * time.Second
-	DefaultStopGrace      = 2 * time.Second
-	DefaultCallTimeout    = 30 * time.Second
-	DefaultReadyTimeout   = 2 * time.Minute
-	DefaultExecTimeout    = 10 * time.Minute
-	DefaultMaxOutput      = 32 << 20
-	DefaultMemoryBytes    = 2 << 30
-	DefaultCPUs           = 1.0
-	DefaultTmpfsBytes     = 256 << 20
-	DefaultDiskBytes      = 1 << 30
-	DefaultSandboxTimeout = 30 * time.Minute
+	DefaultNamespace    = "agentbox"
+	DefaultLeaseWait    = executor.DefaultLeaseWait
+	DefaultStopGrace    = 2 * time.Second
+	DefaultCallTimeout  = 30 * time.Second
+	DefaultReadyTimeout = 2 * time.Minute
+	DefaultExecTimeout  = 10 * time.Minute
+	DefaultMaxOutput    = executor.DefaultMaxOutput
+	DefaultTmpfsBytes   = 256 << 20
 	// DefaultLeaseDuration is how long a chat or instance lease protects
 	// its holder after its last renewal; a dead replica's chats are taken
 	// over that long (plus ClockSkew) after it stopped.
 	DefaultLeaseDuration     = 15 * time.Second
 	DefaultClockSkew         = 2 * time.Second
 	DefaultReconcileInterval = 30 * time.Second
-	// DefaultUID and DefaultGID match the Docker backend's sandbox user:
-	// above the ranges distributions give to accounts.
-	DefaultUID  = 100000
-	DefaultGID  = 100000
+	// DefaultUID and DefaultGID are the table's sandbox user: above the
+	// ranges distributions give to accounts.
+	DefaultUID  = executor.DefaultUID
+	DefaultGID  = executor.DefaultGID
 	DefaultHome = "/home/agent"
 	// ImageHelperPath is where sandbox images built by examples/images bake
 	// the helper, which runs as the pod's main process.
@@ -59,10 +57,10 @@ const (
 	DefaultEgressPort = 7001
 	// DefaultQuotaInterval is how often a workspace is measured.
 	DefaultQuotaInterval = 2 * time.Second
-	// DefaultRetention and DefaultRetentionInterval are executor/docker's:
-	// a workspace unused for a week goes, swept hourly.
-	DefaultRetention         = 7 * 24 * time.Hour
-	DefaultRetentionInterval = time.Hour
+	// DefaultRetention and DefaultRetentionInterval are the table's: a
+	// workspace unused for a week goes, swept hourly.
+	DefaultRetention         = executor.DefaultRetention
+	DefaultRetentionInterval = executor.DefaultRetentionInterval
 )
 
 // Options configures an Executor. Namespace and Image have defaults; a

@@ -1,8 +1,10 @@
 package kubernetes
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -51,68 +53,53 @@ func claimName(user, chat string) string { return "abx-ws-" + chatKey(user, chat
 type plan struct {
 	spec     executor.Spec
 	image    string
-	memory   int64
-	cpus     float64
-	disk     int64
-	inodes   int64
-	timeout  time.Duration
 	deadline time.Time
 	chat     string // chatKey
 }
 
+// plan is executor.Normalize with the Options' defaults (image, user,
+// lease wait) and the executor's capabilities.
 func (e *Executor) plan(spec executor.Spec, now time.Time) (plan, error) {
-	if err := executor.ValidateID("user id", spec.UserID); err != nil {
+	own := fmt.Sprintf("%d:%d", e.o.UID, e.o.GID)
+	var errs []error
+	if spec.User != "" && spec.User != own {
+		errs = append(errs, fmt.Errorf("Spec.User %q differs from Options.UID/GID %s; set the user in Options: %w", spec.User, own, executor.ErrInvalid))
+	}
+	spec.User, spec.LeaseWait = own, cmp.Or(spec.LeaseWait, e.o.DefaultLeaseWait)
+	spec, err := executor.Normalize(spec)
+	p := plan{spec: spec, image: cmp.Or(spec.Image, e.o.Image), deadline: now.Add(spec.Timeout), chat: chatKey(spec.UserID, spec.ChatID)}
+	if p.image == "" {
+		errs = append(errs, fmt.Errorf("no image: set Spec.Image or Options.Image: %w", executor.ErrInvalid))
+	}
+	if err == nil {
+		errs = append(errs, e.Capabilities().Check(spec)...)
+	}
+	if err := errors.Join(append(errs, err)...); err != nil {
 		return plan{}, fmt.Errorf("kubernetes executor: %w", err)
 	}
-	if err := executor.ValidateID("chat id", spec.ChatID); err != nil {
-		return plan{}, fmt.Errorf("kubernetes executor: %w", err)
-	}
-	p := plan{spec: spec, image: spec.Image, memory: spec.MemoryBytes, cpus: spec.CPUs, disk: spec.DiskBytes, inodes: spec.Inodes, timeout: spec.Timeout}
-	if spec.DiskBytes < 0 || spec.Inodes < 0 {
-		return plan{}, fmt.Errorf("kubernetes executor: Spec.DiskBytes %d, Inodes %d: negative is not unlimited; 0 takes the defaults: %w", spec.DiskBytes, spec.Inodes, executor.ErrInvalid)
-	}
-	if p.image == "" {
-		p.image = e.o.Image
-	}
-	if p.image == "" {
-		return plan{}, fmt.Errorf("kubernetes executor: no image: set Spec.Image or Options.Image: %w", executor.ErrInvalid)
-	}
-	if spec.Network != "" && spec.Network != "none" {
-		return plan{}, fmt.Errorf("kubernetes executor: Spec.Network %q: pods get no network here; use a RuntimeClass (Options.RuntimeClassName) and the model relay instead: %w", spec.Network, executor.ErrInvalid)
-	}
-	if spec.Egress && e.o.EgressPort <= 0 {
-		return plan{}, fmt.Errorf("kubernetes executor: Spec.Egress is asked for but Options.EgressPort turns the relay off; leave it 0 for the default: %w", executor.ErrInvalid)
-	}
-	if spec.Runtime != "" {
-		return plan{}, fmt.Errorf("kubernetes executor: Spec.Runtime %q: select runtimes with Options.RuntimeClassName: %w", spec.Runtime, executor.ErrInvalid)
-	}
-	if spec.User != "" && spec.User != fmt.Sprintf("%d:%d", e.o.UID, e.o.GID) {
-		return plan{}, fmt.Errorf("kubernetes executor: Spec.User %q differs from Options.UID/GID %d:%d; set the user in Options: %w", spec.User, e.o.UID, e.o.GID, executor.ErrInvalid)
-	}
-	for _, kv := range spec.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return plan{}, fmt.Errorf("kubernetes executor: Spec.Env entry %q is not KEY=VALUE: %w", kv, executor.ErrInvalid)
-		}
-	}
-	if p.memory <= 0 {
-		p.memory = DefaultMemoryBytes
-	}
-	if p.cpus <= 0 {
-		p.cpus = DefaultCPUs
-	}
-	if p.disk <= 0 {
-		p.disk = DefaultDiskBytes
-	}
-	if p.inodes <= 0 {
-		// One per 8 KiB on small disks, as executor/docker.
-		p.inodes = max(min(executor.DefaultInodes, p.disk/8192), 1000)
-	}
-	if p.timeout <= 0 {
-		p.timeout = DefaultSandboxTimeout
-	}
-	p.deadline = now.Add(p.timeout)
-	p.chat = chatKey(spec.UserID, spec.ChatID)
 	return p, nil
+}
+
+// Capabilities implements executor.Executor (Options.Capabilities).
+func (e *Executor) Capabilities() executor.Capabilities { return e.o.Capabilities() }
+
+// Capabilities are what an executor with these options declares, known
+// before New: pods have no network but the helper's relays, the node's
+// process limit, the RuntimeClass of the Options, and the pod's helper as
+// quota watchdog unless QuotaInterval turns it off.
+func (o Options) Capabilities() executor.Capabilities {
+	c := executor.Capabilities{Backend: "kubernetes", Quota: executor.QuotaWatchdog, Keep: true,
+		Egress: o.EgressPort >= 0, ModelRelay: o.ModelPort >= 0, HostListener: true, Restore: true,
+		Why: map[string]string{
+			executor.KeyPids:    "a pod's process limit is its node's kubelet podPidsLimit; set that to the limit you want",
+			executor.KeyRuntime: "select runtimes with Options.RuntimeClassName",
+			executor.KeyNetwork: "the model and egress reach the gateway through the helper's relays",
+			executor.KeyEgress:  "Options.EgressPort turns the relay off; leave it 0 for the default",
+		}}
+	if o.QuotaInterval < 0 {
+		c.Quota = executor.QuotaVolume
+	}
+	return c
 }
 
 // egressPort is the helper's egress relay port for p, 0 without egress.
@@ -130,7 +117,7 @@ func (e *Executor) pod(p plan, name string) *corev1.Pod {
 	yes, no := true, false
 	uid, gid := o.UID, o.GID
 	grace := int64(max(o.StopGrace/time.Second, 1))
-	active := int64(max(p.timeout/time.Second, 1))
+	active := int64(max(p.spec.Timeout/time.Second, 1))
 	tmpfs := resource.NewQuantity(o.TmpfsBytes, resource.BinarySI)
 	small := resource.NewQuantity(1<<20, resource.BinarySI)
 	env := []corev1.EnvVar{{Name: "HOME", Value: o.Home}}
@@ -138,7 +125,7 @@ func (e *Executor) pod(p plan, name string) *corev1.Pod {
 		k, v, _ := strings.Cut(kv, "=")
 		env = append(env, corev1.EnvVar{Name: k, Value: v})
 	}
-	ws := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(p.disk, resource.BinarySI)}}
+	ws := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(p.spec.DiskBytes, resource.BinarySI)}}
 	if o.StorageClass != "" {
 		ws = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(p.spec.UserID, p.spec.ChatID)}}
 	}
@@ -196,14 +183,14 @@ func (e *Executor) pod(p plan, name string) *corev1.Pod {
 				Env:        env,
 				Resources: corev1.ResourceRequirements{
 					Limits: corev1.ResourceList{
-						corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(p.cpus*1000), resource.DecimalSI),
-						corev1.ResourceMemory: *resource.NewQuantity(p.memory, resource.BinarySI),
+						corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(p.spec.CPUs*1000), resource.DecimalSI),
+						corev1.ResourceMemory: *resource.NewQuantity(p.spec.MemoryBytes, resource.BinarySI),
 					},
 					// Small requests so a node holds as many sandboxes as
 					// actually fit; the limits above are what a sandbox gets.
 					Requests: corev1.ResourceList{
-						corev1.ResourceCPU:    *resource.NewMilliQuantity(min(int64(p.cpus*1000), 100), resource.DecimalSI),
-						corev1.ResourceMemory: *resource.NewQuantity(min(p.memory, 64<<20), resource.BinarySI),
+						corev1.ResourceCPU:    *resource.NewMilliQuantity(min(int64(p.spec.CPUs*1000), 100), resource.DecimalSI),
+						corev1.ResourceMemory: *resource.NewQuantity(min(p.spec.MemoryBytes, 64<<20), resource.BinarySI),
 					},
 				},
 				SecurityContext: &corev1.SecurityContext{
@@ -253,7 +240,7 @@ func (e *Executor) claim(p plan) *corev1.PersistentVolumeClaim {
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: &sc,
 			Resources: corev1.VolumeResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(p.disk, resource.BinarySI)},
+				Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(p.spec.DiskBytes, resource.BinarySI)},
 			},
 		},
 	}

@@ -35,7 +35,7 @@ func (s *Sandbox) startQuota(ctx context.Context) error {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.e.o.CallTimeout)
-	err := s.hc.CheckQuota(cctx, s.plan.disk, s.plan.inodes)
+	err := s.hc.CheckQuota(cctx, s.plan.spec.DiskBytes, s.plan.spec.Inodes)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("kubernetes executor: chat %s/%s: %w", s.plan.spec.UserID, s.plan.spec.ChatID, err)
@@ -52,7 +52,7 @@ func (s *Sandbox) watchQuota(ctx context.Context) {
 	defer close(s.quotaDone)
 	every(ctx, s.e.o.QuotaInterval, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, s.e.o.CallTimeout)
-		err := s.hc.CheckQuota(cctx, s.plan.disk, s.plan.inodes)
+		err := s.hc.CheckQuota(cctx, s.plan.spec.DiskBytes, s.plan.spec.Inodes)
 		cancel()
 		switch {
 		case err == nil:

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/executortest"
 )
 
 func unitExecutor(t *testing.T, o Options) *Executor {
@@ -93,6 +94,7 @@ func TestPlanRefuses(t *testing.T) {
 		"runtime":      {UserID: "u", ChatID: "c", Runtime: "runsc"},
 		"root user":    {UserID: "u", ChatID: "c", User: "0:0"},
 		"env no equal": {UserID: "u", ChatID: "c", Env: []string{"X"}},
+		"pids set":     {UserID: "u", ChatID: "c", PidsLimit: 512},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := e.plan(spec, time.Now())
@@ -143,4 +145,29 @@ func TestChatKeyDistinct(t *testing.T) {
 	assert.NotEqual(t, chatKey("ab", "c"), chatKey("a", "bc"))
 	assert.Len(t, chatKey("u", "c"), 24)
 	assert.True(t, strings.HasPrefix(claimName("u", "c"), "abx-ws-"))
+}
+
+// TestPlanTakesTheTable: plan's defaults and bounds are executor's table,
+// refused with the table's messages.
+func TestPlanTakesTheTable(t *testing.T) {
+	e := unitExecutor(t, Options{Image: "img:1"})
+	executortest.RunSpecTable(t, func(s executor.Spec) (executor.Spec, error) {
+		p, err := e.plan(s, time.Now())
+		return p.spec, err
+	})
+}
+
+// TestCapabilities: what pods honour, declared without a cluster; the
+// Options say it before New (middleware's TestStartupRefusals uses that).
+func TestCapabilities(t *testing.T) {
+	caps := unitExecutor(t, Options{Image: "img:1"}).Capabilities()
+	assert.Equal(t, Options{}.Capabilities(), caps)
+	assert.Equal(t, "kubernetes", caps.Backend)
+	assert.False(t, caps.Pids, "pods take the node's podPidsLimit")
+	assert.True(t, caps.Keep && caps.HostListener && caps.ModelRelay && caps.Egress && caps.Restore)
+	assert.Empty(t, caps.Runtimes, "the RuntimeClass is the Options'")
+	assert.Equal(t, executor.QuotaWatchdog, caps.Quota)
+	off := unitExecutor(t, Options{Image: "img:1", QuotaInterval: -1, EgressPort: -1, ModelPort: -1}).Capabilities()
+	assert.Equal(t, executor.QuotaVolume, off.Quota)
+	assert.False(t, off.Egress || off.ModelRelay)
 }

@@ -1,17 +1,14 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,7 +34,8 @@ type Executor struct {
 	env     executor.Environment
 	envErr  error
 
-	sandboxes *executor.Registry[*Sandbox] // by sandbox id
+	sandboxes    *executor.Registry[*Sandbox] // by sandbox id
+	*checkpoints                              // the workspaces' checkpoints (checkpoints.go)
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -87,6 +85,10 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		o: o, logger: o.Logger, bwrap: tools.bwrap, prlimit: tools.prlimit, helperBin: helperBin, cgroups: cg,
 		leases: executor.NewLeases(), root: root, sandboxes: executor.NewRegistry[*Sandbox](),
 	}
+	if e.checkpoints, err = e.newCheckpoints(); err != nil {
+		_ = root.Close()
+		return nil, fmt.Errorf("local executor: %w", err)
+	}
 	e.logger.Info("local executor ready (bubblewrap, no container)", "bwrap", tools.bwrap, "data", o.DataDir,
 		"sandbox_uid", sandboxUID(DefaultUID), "limits", cg.describe(), "cgroup_note", why)
 	e.logger.Info("workspace quota: per file only",
@@ -105,90 +107,27 @@ type plan struct {
 	deadline time.Time
 }
 
-var userRe = regexp.MustCompile(`^([0-9]+):([0-9]+)$`)
-
-// newPlan validates spec for local mode. Errors wrap executor.ErrInvalid
-// and name the field.
+// newPlan is executor.Normalize with this executor's lease wait and its
+// capabilities. Errors wrap executor.ErrInvalid and name the field.
 func (e *Executor) newPlan(spec executor.Spec) (plan, error) {
-	var p plan
-	if err := executor.ValidateID("user id", spec.UserID); err != nil {
-		return p, err
+	spec.LeaseWait = cmp.Or(spec.LeaseWait, e.o.DefaultLeaseWait)
+	spec, err := executor.Normalize(spec)
+	if err == nil {
+		err = errors.Join(e.Capabilities().Check(spec)...)
 	}
-	if err := executor.ValidateID("chat id", spec.ChatID); err != nil {
-		return p, err
+	if err != nil {
+		return plan{}, err
 	}
-	if spec.AssistantID != "" {
-		if err := executor.ValidateID("assistant id", spec.AssistantID); err != nil {
-			return p, err
-		}
-	}
-	if spec.Network != "" && spec.Network != "none" {
-		return p, fmt.Errorf("spec: Network %q: local mode has no container networks, only loopback; use \"none\" or the docker executor: %w", spec.Network, executor.ErrInvalid)
-	}
-	if spec.Runtime != "" {
-		return p, fmt.Errorf("spec: Runtime %q: local mode runs no OCI runtime; leave it empty or use the docker executor: %w", spec.Runtime, executor.ErrInvalid)
-	}
-	if spec.MemoryBytes == 0 {
-		spec.MemoryBytes = DefaultMemoryBytes
-	}
-	if spec.MemoryBytes < 6<<20 {
-		return p, fmt.Errorf("spec: MemoryBytes %d is below 6 MiB (negative is not unlimited): %w", spec.MemoryBytes, executor.ErrInvalid)
-	}
-	if spec.CPUs == 0 {
-		spec.CPUs = DefaultCPUs
-	}
-	if spec.CPUs < 0.01 || spec.CPUs > 1024 || math.IsNaN(spec.CPUs) {
-		return p, fmt.Errorf("spec: CPUs %v is out of range; give a core count between 0.01 and 1024: %w", spec.CPUs, executor.ErrInvalid)
-	}
-	switch {
-	case spec.PidsLimit == 0:
-		spec.PidsLimit = DefaultPidsLimit
-	case spec.PidsLimit < 8:
-		return p, fmt.Errorf("spec: PidsLimit %d leaves no room for init, the helper and a command; use at least 8: %w", spec.PidsLimit, executor.ErrInvalid)
-	}
-	switch {
-	case spec.DiskBytes == 0:
-		// The workspace quota, here a per-file cap (RLIMIT_FSIZE).
-		spec.DiskBytes = executor.DefaultDiskBytes
-	case spec.DiskBytes < minDiskBytes:
-		return p, fmt.Errorf("spec: DiskBytes %d is below the minimum of %s (negative is not unlimited): %w", spec.DiskBytes, executor.FormatBytes(minDiskBytes), executor.ErrInvalid)
-	}
-	if spec.Timeout == 0 {
-		spec.Timeout = DefaultSandboxTimeout
-	}
-	if spec.Timeout < time.Second {
-		return p, fmt.Errorf("spec: Timeout %v is shorter than a second (negative is not unlimited): %w", spec.Timeout, executor.ErrInvalid)
-	}
-	if spec.User == "" {
-		spec.User = DefaultUser
-	}
-	m := userRe.FindStringSubmatch(spec.User)
-	if m == nil {
-		return p, fmt.Errorf("spec: User %q is not numeric uid:gid (e.g. %q): %w", spec.User, DefaultUser, executor.ErrInvalid)
-	}
-	uid, err1 := strconv.Atoi(m[1])
-	gid, err2 := strconv.Atoi(m[2])
-	if err1 != nil || err2 != nil || uid > math.MaxInt32 || gid > math.MaxInt32 {
-		return p, fmt.Errorf("spec: User %q is out of range: %w", spec.User, executor.ErrInvalid)
-	}
-	if uid == 0 || gid == 0 {
-		return p, fmt.Errorf("spec: User %q is root; sandboxes run as a non-root user such as %q: %w", spec.User, DefaultUser, executor.ErrInvalid)
-	}
-	for _, kv := range spec.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return p, fmt.Errorf("spec: Env entry %q is not KEY=VALUE: %w", kv, executor.ErrInvalid)
-		}
-	}
-	if spec.LeaseWait < 0 {
-		return p, fmt.Errorf("spec: LeaseWait %v is negative: %w", spec.LeaseWait, executor.ErrInvalid)
-	}
-	if spec.LeaseWait == 0 {
-		spec.LeaseWait = e.o.DefaultLeaseWait
-	}
-	p.spec = spec
-	p.uid, p.gid = sandboxUID(uid), sandboxGID(gid)
-	p.deadline = time.Now().Add(spec.Timeout)
-	return p, nil
+	uid, gid, _ := executor.ParseUser(spec.User) // Normalize checked it
+	return plan{spec: spec, uid: sandboxUID(uid), gid: sandboxGID(gid), deadline: time.Now().Add(spec.Timeout)}, nil
+}
+
+// Capabilities implements executor.Executor: one loopback per sandbox, no
+// runtime, no keeping, and a quota that caps each file.
+func (e *Executor) Capabilities() executor.Capabilities {
+	return executor.Capabilities{Backend: "local", Pids: true, Quota: executor.QuotaPerFile,
+		ModelRelay: e.o.ModelPort > 0, Restore: true, Environment: true, Checkpoints: true,
+		Why: map[string]string{executor.KeyRuntime: "bubblewrap runs no OCI runtime; use the docker backend for one"}}
 }
 
 // Create leases the chat (waiting up to Spec.LeaseWait), prepares its

@@ -260,6 +260,8 @@ func TestSpecRefusals(t *testing.T) {
 		"root":    func(s *executor.Spec) { s.User = "0:0" },
 		"pids":    func(s *executor.Spec) { s.PidsLimit = 2 },
 		"chat id": func(s *executor.Spec) { s.ChatID = "../x" },
+		"egress":  func(s *executor.Spec) { s.Egress = true },
+		"inodes":  func(s *executor.Spec) { s.Inodes = 5000 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			spec := testSpec("refused")

@@ -11,34 +11,27 @@ import (
 	"github.com/agentbox/agentbox/executor"
 )
 
-// Defaults of Options and of a Spec's zero limits. They match executor/docker
-// so that an assistant behaves the same in both modes.
+// Defaults of Options. A Spec's zero limits take executor's table
+// (executor.Normalize), as on every backend; DefaultLeaseWait,
+// DefaultMaxOutput and the sandbox user's ids are the table's.
 const (
-	DefaultLeaseWait      = 30 * time.Second
-	DefaultStopGrace      = 2 * time.Second
-	DefaultExecTimeout    = 10 * time.Minute
-	DefaultMaxOutput      = 32 << 20
-	DefaultMemoryBytes    = 2 << 30
-	DefaultCPUs           = 1.0
-	DefaultPidsLimit      = 512
-	DefaultNofile         = 4096
-	DefaultTmpfsBytes     = 256 << 20
-	DefaultSandboxTimeout = 30 * time.Minute
-	DefaultStartTimeout   = 30 * time.Second
-	DefaultModelPort      = 7000
+	DefaultLeaseWait    = executor.DefaultLeaseWait
+	DefaultStopGrace    = 2 * time.Second
+	DefaultExecTimeout  = 10 * time.Minute
+	DefaultMaxOutput    = executor.DefaultMaxOutput
+	DefaultNofile       = 4096
+	DefaultTmpfsBytes   = 256 << 20
+	DefaultStartTimeout = 30 * time.Second
+	DefaultModelPort    = 7000
 	// DefaultUser, DefaultUID and DefaultGID are the sandbox's ids on the
 	// host as well as inside: the user namespace maps the one id to itself,
 	// so files the agent writes in the workspace belong to uid 100000, as
 	// with executor/docker, and never to the gateway's user.
-	DefaultUser = "100000:100000"
-	DefaultUID  = 100000
-	DefaultGID  = 100000
+	DefaultUser = executor.DefaultUser
+	DefaultUID  = executor.DefaultUID
+	DefaultGID  = executor.DefaultGID
 	DefaultHome = "/home/agent"
 )
-
-// minDiskBytes is the smallest Spec.DiskBytes, as for the docker executor
-// and sandbox.max_disk.
-const minDiskBytes = 16 << 20
 
 // Fixed paths inside the sandbox, the same as executor/docker's.
 const (

@@ -97,11 +97,7 @@ type Router struct {
 	bodies *modelproxy.BodyBudget
 }
 
-var (
-	_ middleware.ModelRouter  = (*Router)(nil)
-	_ middleware.TokenRouter  = (*Router)(nil)
-	_ middleware.WarmUpRouter = (*Router)(nil)
-)
+var _ middleware.ModelRouter = (*Router)(nil)
 
 // New returns a Router.
 func New(o Options) *Router {
@@ -135,6 +131,15 @@ func (p *Router) budget(a *middleware.Assistant) modelproxy.Budget {
 	}
 }
 
+// Validate implements middleware.ModelRouter: the routes are served
+// through the sandboxes' model relay.
+func (p *Router) Validate(_ *middleware.Assistant, caps executor.Capabilities) error {
+	if !caps.ModelRelay {
+		return fmt.Errorf("its model route needs the sandboxes' model relay, and the %s backend has none; run it with the helper (executor/docker Options.HelperBinary or UseImageHelper) and its ModelPort on: %w", caps.Backend, executor.ErrInvalid)
+	}
+	return nil
+}
+
 // Open implements middleware.ModelRouter.
 func (p *Router) Open(ctx context.Context, sb executor.Sandbox, a *middleware.Assistant) (middleware.ModelRoute, error) {
 	tok, err := middleware.NewRouteToken()
@@ -144,7 +149,7 @@ func (p *Router) Open(ctx context.Context, sb executor.Sandbox, a *middleware.As
 	return p.OpenToken(ctx, sb, a, tok)
 }
 
-// OpenToken implements middleware.TokenRouter: a route that accepts tok,
+// OpenToken implements middleware.ModelRouter: a route that accepts tok,
 // chosen beforehand (a CLI started before its request, under the session
 // policy, already has it).
 func (p *Router) OpenToken(ctx context.Context, sb executor.Sandbox, a *middleware.Assistant, tok string) (middleware.ModelRoute, error) {
@@ -180,10 +185,11 @@ func (p *Router) OpenToken(ctx context.Context, sb executor.Sandbox, a *middlewa
 	return &proxyRoute{proxy: proxy, ln: ln, base: base, token: tok}, nil
 }
 
-// relayOf is where sb's agent reaches its model relay and the user the
-// relay's socket belongs to.
+// relayOf is where sb's agent reaches its model relay (Validate checked
+// that the backend declares one) and the user the relay's socket belongs
+// to.
 func relayOf(sb executor.Sandbox, a *middleware.Assistant) (base string, uid, gid int, err error) {
-	relay, _ := sb.(middleware.ModelRelay)
+	relay, _ := sb.(executor.ModelRelay)
 	if relay == nil || relay.ModelBaseURL() == "" {
 		return "", 0, 0, errors.New("modelroute: the sandbox has no model relay; run the executor with the helper (executor/docker Options.HelperBinary or UseImageHelper)")
 	}
@@ -191,7 +197,7 @@ func relayOf(sb executor.Sandbox, a *middleware.Assistant) (base string, uid, gi
 	return relay.ModelBaseURL(), uid, gid, err
 }
 
-// OpenWarmUp implements middleware.WarmUpRouter: between requests, it
+// OpenWarmUp implements middleware.ModelRouter: between requests, it
 // answers the warm-up call of a CLI started with tok on the sandbox's model
 // socket itself (modelproxy.WarmUp), never reaching the upstream.
 func (p *Router) OpenWarmUp(ctx context.Context, sb executor.Sandbox, a *middleware.Assistant, tok string) (io.Closer, error) {

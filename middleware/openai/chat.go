@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +23,9 @@ const (
 	HeaderChat = "X-Agentbox-Chat"
 )
 
+// userField is how the OpenAI doors' bodies name the ids.
+const userField = `"user": "<user>:<chat>"`
+
 // maxModelLen bounds the model name, which every chunk repeats.
 const maxModelLen = 256
 
@@ -35,16 +37,9 @@ func (s *Server) decodeChat(obj *strictjson.Object, h http.Header, authUser stri
 	if err := obj.Into(&cr); err != nil {
 		return nil, refusal("chat completion request", err)
 	}
-	rest := make(map[string]any, len(obj.Names()))
-	for _, k := range obj.Names() {
-		if slices.Contains(knownFields, k) {
-			continue
-		}
-		var v any
-		if err := obj.Decode(k, &v); err != nil {
-			return nil, refusal("chat completion request", err)
-		}
-		rest[k] = v
+	rest, e := restOf(obj, knownFields)
+	if e != nil {
+		return nil, e
 	}
 	switch {
 	case cr.Model == "":
@@ -67,20 +62,9 @@ func (s *Server) decodeChat(obj *strictjson.Object, h http.Header, authUser stri
 	if ierr != nil {
 		return nil, ierr
 	}
-	sandbox := h.Get(HeaderSandbox)
-	switch {
-	case sandbox == "":
-		sandbox = cr.Sandbox
-	case cr.Sandbox != "" && cr.Sandbox != sandbox:
-		return nil, badRequest("sandbox", "the %s header names %q and the sandbox field %q; name one sandbox", HeaderSandbox, sandbox, cr.Sandbox)
-	}
-	if sandbox != "" {
-		if s.opts.Sandboxes == nil {
-			return nil, badRequest("sandbox", "this gateway has no client sandboxes; leave %s and the sandbox field out", HeaderSandbox)
-		}
-		if err := executor.ValidateID("sandbox", sandbox); err != nil {
-			return nil, badRequest("sandbox", "%s", idProblem(err))
-		}
+	sandbox, serr := s.sandboxOf(h, cr.Sandbox)
+	if serr != nil {
+		return nil, serr
 	}
 	req := &middleware.Request{
 		AssistantID: cr.Model, Model: cr.Model, Messages: msgs,
@@ -153,6 +137,17 @@ func messagesOf(in []chatMessage) ([]executor.Message, *middleware.Error) {
 
 // textOf reads a message content: a string, null (empty) or text parts.
 func textOf(raw jsontext.Value) (string, *middleware.Error) {
+	return partsText(raw, "part", func(typ string) (bool, string) {
+		return typ == "text", "only text parts are supported"
+	})
+}
+
+// partsText reads a content of any door: a string, null (empty), or an
+// array of typed parts ({"type", "text"}: a part, or a block), joined
+// without separator. take says of each part's type whether its text is
+// kept; a type it neither keeps nor skips (a refusal, non-empty) is an
+// error saying what to send instead.
+func partsText(raw jsontext.Value, noun string, take func(typ string) (keep bool, refusal string)) (string, *middleware.Error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return "", nil
@@ -167,18 +162,21 @@ func textOf(raw jsontext.Value) (string, *middleware.Error) {
 	case '[':
 		var parts []contentPart
 		if err := jsonv2.Unmarshal(raw, &parts); err != nil {
-			return "", badRequest("", "not a valid array of content parts: %v", err)
+			return "", badRequest("", "not a valid array of content %ss: %v", noun, err)
 		}
 		var b strings.Builder
 		for j, p := range parts {
-			if p.Type != "text" {
-				return "", badRequest(fmt.Sprintf("[%d].type", j), "part %d has type %q; only text parts are supported", j, p.Type)
+			keep, refusal := take(p.Type)
+			switch {
+			case keep:
+				b.WriteString(p.Text)
+			case refusal != "":
+				return "", badRequest(fmt.Sprintf("[%d].type", j), "%s %d has type %q; %s", noun, j, p.Type, refusal)
 			}
-			b.WriteString(p.Text)
 		}
 		return b.String(), nil
 	}
-	return "", badRequest("", "must be a string or an array of text parts")
+	return "", badRequest("", "must be a string or an array of content %ss", noun)
 }
 
 // idsOf takes the user and chat ids: each from its header when the header

@@ -42,6 +42,13 @@ var (
 	silentUsage   = executor.Usage{InputTokens: 1200, OutputTokens: 345, CacheReadInputTokens: 800}
 )
 
+// The quick first turn of the turns mode, which continues with the slow
+// one by previous_response_id.
+const (
+	quickPrompt = "start the build"
+	quickAnswer = "Starting."
+)
+
 // clientUsage is the usage as every client reports it: OpenAI's
 // prompt/completion/total tokens.
 type clientUsage struct {
@@ -65,8 +72,11 @@ type clientResult struct {
 	Error string `json:"error"`
 	// Done reports [DONE] as the last event (curl only: the SDKs hide it).
 	Done bool `json:"-"`
-	// KeepAlives counts the comment lines the client read (curl only).
+	// KeepAlives counts the comment lines or ping events the client read
+	// (curl only).
 	KeepAlives int `json:"-"`
+	// IDs are the responses' ids, in order (Responses clients).
+	IDs []string `json:"ids"`
 }
 
 // silentRun is one request the silent handler served, by chat id.
@@ -74,6 +84,8 @@ type silentRun struct {
 	requests  int
 	requestID string
 	stream    bool
+	// messages are the last request's.
+	messages []executor.Message
 	// completed reports that the handler slept through the whole silence
 	// and answered; false means the client went away (or never came).
 	completed bool
@@ -95,8 +107,12 @@ func (h *silentHandler) Handle(ctx context.Context, req *middleware.Request, emi
 		h.runs[req.ChatID] = run
 	}
 	run.requests++
-	run.requestID, run.stream = middleware.RequestID(ctx), req.Stream
+	run.requestID, run.stream, run.messages = middleware.RequestID(ctx), req.Stream, req.Messages
 	h.mu.Unlock()
+	if last := req.Messages[len(req.Messages)-1]; last.Content == quickPrompt {
+		// A conversation's quick first turn (the turns mode): no silence.
+		return &middleware.Response{Content: quickAnswer, FinishReason: executor.FinishStop, Usage: silentUsage}, nil
+	}
 	finish := func(err error) (*middleware.Response, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -158,7 +174,7 @@ func (l *wireLog) note(id string, b []byte) {
 		s = &wireStats{last: now}
 		l.byID[id] = s
 	}
-	s.keepAlives += bytes.Count(b, []byte(": keep-alive"))
+	s.keepAlives += bytes.Count(b, []byte(": keep-alive")) + bytes.Count(b, []byte(`event: ping`+"\n"+`data: {"type":"ping"}`))
 	s.maxGap = max(s.maxGap, now.Sub(s.last))
 	s.last = now
 }
@@ -186,31 +202,44 @@ func (w *wireWriter) Write(b []byte) (int, error) {
 
 func (w *wireWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// matrixClient is one real client: it sends one request for chat (streamed
-// or not) to the adapter at base (ending in /v1) and reports what it got.
+// matrixClient is one real client: it sends one request for chat (mode
+// stream or plain; turns: a quick first turn and the slow one by
+// previous_response_id) to the adapter at base (ending in /v1) through
+// door, and reports what it got.
 type matrixClient struct {
 	name string
+	door string
 	// need names a missing precondition ("" when the client can run).
-	need string
-	run  func(ctx context.Context, base, user string, stream bool) clientResult
+	need  string
+	modes []string
+	run   func(ctx context.Context, base, user, mode string) clientResult
 }
 
-// TestRealClientsOverASilentRun is issue 15's real-client matrix: each
-// client sends a streamed and a non-streamed request to the adapter, whose
-// handler answers part of the text, says nothing for 60 s (the stream
-// gets the adapter's keep-alive comments at its default interval, the
-// non-streamed request gets nothing), then answers the rest with its
-// usage. Every client must get the whole text and the usage, in one
-// request. All the requests run at once, so the test takes about one
-// silence.
+// The doors' names, and what each reports as its finish.
+var finishOf = map[string]string{"chat": "stop", "responses": "completed", "messages": "end_turn"}
+
+// TestRealClientsOverASilentRun is the real-client matrix (issues 15 and
+// 36): each client sends a streamed and a non-streamed request through its
+// door (Chat Completions, Responses, Messages) to the adapter, whose
+// handler answers part of the text, says nothing for 60 s (the stream gets
+// the door's keep-alives at the default interval: SSE comments on the
+// OpenAI doors, ping events on Messages; the non-streamed request gets
+// nothing), then answers the rest with its usage. Every client must get
+// the whole text and the usage, in one request. The Responses clients
+// also continue a conversation by previous_response_id alone (mode
+// turns), the slow turn being the second. All the requests run at once,
+// so the test takes about one silence.
 func TestRealClientsOverASilentRun(t *testing.T) {
 	if testing.Short() && !testenv.InCI() {
 		t.Skipf("-short: the real-client matrix waits through a %v silence", silence)
 	}
 	nodeDir, needNode := "", ""
 	if _, err := exec.LookPath("node"); err == nil || testenv.InCI() {
-		nodeDir = testenv.NodePackage(t, "clients", filepath.Join("testdata", "clients"),
-			filepath.Join("testdata", "clients", "openai_client.mjs"), filepath.Join("testdata", "clients", "vercel_client.mjs"))
+		var scripts []string
+		for _, f := range []string{"openai_client.mjs", "vercel_client.mjs", "responses_client.mjs", "anthropic_client.mjs", "vercel_doors.mjs"} {
+			scripts = append(scripts, filepath.Join("testdata", "clients", f))
+		}
+		nodeDir = testenv.NodePackage(t, "clients", filepath.Join("testdata", "clients"), scripts...)
 	} else {
 		needNode = "node is not on PATH; install Node.js 18 or later (with npm)"
 	}
@@ -233,24 +262,32 @@ func TestRealClientsOverASilentRun(t *testing.T) {
 	t.Cleanup(srv.Close)
 	base := srv.URL + "/v1"
 
+	both := []string{"stream", "plain"}
+	withTurns := []string{"stream", "plain", "turns"}
 	clients := []matrixClient{
-		{name: "openai-go-v1", run: programClient("", goV1Bin)},
-		{name: "openai-go-v3", run: goV3Client},
-		{name: "openai-node", need: needNode, run: nodeClient(nodeDir, "openai_client.mjs")},
-		{name: "vercel-ai", need: needNode, run: nodeClient(nodeDir, "vercel_client.mjs")},
-		{name: "curl", need: needCurl, run: curlClient},
+		{name: "openai-go-v1", door: "chat", modes: both, run: programClient("", goV1Bin)},
+		{name: "openai-go-v3", door: "chat", modes: both, run: goV3Client},
+		{name: "openai-node", door: "chat", need: needNode, modes: both, run: programClient(nodeDir, "node", "openai_client.mjs")},
+		{name: "vercel-ai", door: "chat", need: needNode, modes: both, run: programClient(nodeDir, "node", "vercel_client.mjs")},
+		{name: "curl", door: "chat", need: needCurl, modes: both, run: curlClient},
+		{name: "openai-go-v3", door: "responses", modes: withTurns, run: goResponsesClient},
+		{name: "openai-node", door: "responses", need: needNode, modes: withTurns, run: programClient(nodeDir, "node", "responses_client.mjs")},
+		{name: "vercel-ai", door: "responses", need: needNode, modes: both, run: programClient(nodeDir, "node", "vercel_doors.mjs", "responses")},
+		{name: "curl", door: "responses", need: needCurl, modes: both, run: curlDoorClient("responses")},
+		{name: "anthropic-sdk-go", door: "messages", modes: both, run: goMessagesClient},
+		{name: "anthropic-node", door: "messages", need: needNode, modes: both, run: programClient(nodeDir, "node", "anthropic_client.mjs")},
+		{name: "vercel-ai", door: "messages", need: needNode, modes: both, run: programClient(nodeDir, "node", "vercel_doors.mjs", "messages")},
+		{name: "curl", door: "messages", need: needCurl, modes: both, run: curlDoorClient("messages")},
 	}
 	type job struct {
-		client matrixClient
-		stream bool
-		chat   string
-		res    clientResult
+		client     matrixClient
+		mode, chat string
+		res        clientResult
 	}
 	var jobs []*job
 	for _, c := range clients {
-		for _, stream := range []bool{true, false} {
-			chat := c.name + map[bool]string{true: ".stream", false: ".plain"}[stream]
-			jobs = append(jobs, &job{client: c, stream: stream, chat: chat})
+		for _, mode := range c.modes {
+			jobs = append(jobs, &job{client: c, mode: mode, chat: c.door + "." + c.name + "." + mode})
 		}
 	}
 
@@ -265,11 +302,14 @@ func TestRealClientsOverASilentRun(t *testing.T) {
 		if j.client.need != "" {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			j.res = j.client.run(ctx, base, "alice:"+j.chat, j.stream)
-		}()
+		wg.Go(func() {
+			user := "alice:" + j.chat
+			if j.mode == "turns" {
+				// No chat id: the first response names the conversation's chat.
+				user = "alice"
+			}
+			j.res = j.client.run(ctx, base, user, j.mode)
+		})
 	}
 	wg.Wait()
 	t.Logf("%d requests over a %v silence took %v in all", len(jobs), silence, time.Since(start).Round(time.Millisecond))
@@ -286,18 +326,32 @@ func TestRealClientsOverASilentRun(t *testing.T) {
 				t.Skipf("%s (set CI=true to make this a failure)", j.client.need)
 			}
 			r := j.res
-			run := h.run(j.chat)
+			chat, requests := j.chat, 1
+			if j.mode == "turns" {
+				require.Len(t, r.IDs, 2, "two responses: %+v", r)
+				chat, requests = r.IDs[0], 2
+			}
+			run := h.run(chat)
 			w := wire.stats(run.requestID)
 			t.Logf("client: %d text deltas, %d ms from the first to the last; server: %d keep-alives, longest pause between writes %v",
 				r.Parts, r.SpreadMs, w.keepAlives, w.maxGap.Round(time.Millisecond))
 			require.Empty(t, r.Error, "the client failed; the server's handler ended with: %v", run.err)
 			assert.Equal(t, want, r.Text, "the whole answer, both sides of the silence")
 			assert.Equal(t, wantUsage, r.Usage)
-			assert.Equal(t, "stop", r.Finish)
-			assert.Equal(t, 1, run.requests, "one request: the client neither retried nor gave up")
+			finish := finishOf[j.client.door]
+			if strings.HasPrefix(j.client.name, "vercel") {
+				finish = "stop" // the AI SDK's own vocabulary
+			}
+			assert.Equal(t, finish, r.Finish)
+			assert.Equal(t, requests, run.requests, "one request a turn: the client neither retried nor gave up")
 			assert.True(t, run.completed, "the handler answered after the whole silence: %v", run.err)
-			assert.Equal(t, j.stream, run.stream)
-			if !j.stream {
+			stream := j.mode != "plain"
+			assert.Equal(t, stream, run.stream)
+			if j.mode == "turns" {
+				assert.Equal(t, []executor.Message{{Role: "user", Content: quickPrompt}, {Role: "assistant", Content: quickAnswer},
+					{Role: "user", Content: "run the slow build"}}, run.messages, "the second turn carried the first by previous_response_id")
+			}
+			if !stream {
 				assert.Zero(t, w.keepAlives, "a non-streamed answer is one JSON body")
 				return
 			}
@@ -309,15 +363,17 @@ func TestRealClientsOverASilentRun(t *testing.T) {
 			assert.GreaterOrEqual(t, time.Duration(r.SpreadMs)*time.Millisecond, silence/2,
 				"the text before the silence reached the client before the silence ended")
 			if j.client.name == "curl" {
-				assert.True(t, r.Done, "data: [DONE] ends the stream")
-				assert.Equal(t, w.keepAlives, r.KeepAlives, "every keep-alive the server wrote reached curl as a comment line")
+				if j.client.door == "chat" {
+					assert.True(t, r.Done, "data: [DONE] ends the stream")
+				}
+				assert.Equal(t, w.keepAlives, r.KeepAlives, "every keep-alive the server wrote reached curl")
 			}
 		})
 	}
 }
 
 // goV3Client is openai-go at its current major version, the one in go.mod.
-func goV3Client(ctx context.Context, base, user string, stream bool) clientResult {
+func goV3Client(ctx context.Context, base, user, mode string) clientResult {
 	client := sdk.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey("unused"))
 	p := sdk.ChatCompletionNewParams{
 		Model:    "coder",
@@ -325,7 +381,7 @@ func goV3Client(ctx context.Context, base, user string, stream bool) clientResul
 		User:     sdk.String(user),
 	}
 	var r clientResult
-	if !stream {
+	if mode == "plain" {
 		comp, err := client.Chat.Completions.New(ctx, p)
 		if err != nil {
 			r.Error = err.Error()
@@ -368,17 +424,11 @@ func goV3Client(ctx context.Context, base, user string, stream bool) clientResul
 	return r
 }
 
-// nodeClient runs one of testdata/clients' scripts, installed in dir.
-func nodeClient(dir, script string) func(ctx context.Context, base, user string, stream bool) clientResult {
-	return programClient(dir, "node", script)
-}
-
 // programClient runs a client program of the matrix in dir: argv plus
-// "stream" or "plain", with BASE_URL and AGENTBOX_USER set; the program
-// prints its clientResult as JSON.
-func programClient(dir string, argv ...string) func(ctx context.Context, base, user string, stream bool) clientResult {
-	return func(ctx context.Context, base, user string, stream bool) clientResult {
-		mode := map[bool]string{true: "stream", false: "plain"}[stream]
+// the mode, with BASE_URL and AGENTBOX_USER set; the program prints its
+// clientResult as JSON.
+func programClient(dir string, argv ...string) func(ctx context.Context, base, user, mode string) clientResult {
+	return func(ctx context.Context, base, user, mode string) clientResult {
 		cmd := exec.CommandContext(ctx, argv[0], append(slices.Clone(argv[1:]), mode)...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "BASE_URL="+base, "AGENTBOX_USER="+user)
@@ -416,7 +466,8 @@ func buildGoV1Client(t *testing.T) string {
 // curlClient posts with curl (-N for the stream) and reads the answer
 // itself: the SSE events by the specification's rules (data lines joined
 // until a blank line, comment lines skipped), then the chunks' JSON.
-func curlClient(ctx context.Context, base, user string, stream bool) clientResult {
+func curlClient(ctx context.Context, base, user, mode string) clientResult {
+	stream := mode == "stream"
 	req := map[string]any{
 		"model": "coder", "user": user,
 		"messages": []map[string]string{{"role": "user", "content": "run the slow build"}},

@@ -1,6 +1,11 @@
-// Package openai is an OpenAI-compatible HTTP adapter for a
-// middleware.Handler: standard OpenAI clients (the official SDKs among
-// them) talk to agentbox assistants as if they were models.
+// Package openai is the HTTP adapter for a middleware.Handler: standard
+// clients talk to agentbox assistants as if they were models, through
+// three doors, OpenAI's Chat Completions and Responses APIs and
+// Anthropic's Messages API (the official SDKs of both, and the tools built
+// on them). Each door has what the others have (the one reading of the
+// body and the pass-through of other models, the ids, Authenticate,
+// admission and its queue events, cancellation, keep-alives), in its own
+// API's shapes (door.go).
 //
 // # Routes
 //
@@ -11,6 +16,40 @@
 //     a system message; tool and function messages, images and n > 1 are
 //     refused with 400. Other fields (temperature, ...) reach the handler
 //     in Request.Options.
+//   - POST /v1/responses: OpenAI's Responses API. "input" is a string or
+//     input items (messages with text parts; role developer is a system
+//     message; the reasoning and mcp_call items of earlier answers are
+//     skipped; other items, function outputs among them, are refused with
+//     400), "instructions" a system message, "stream" selects SSE,
+//     "metadata" reaches the hooks in Request.Options and is echoed;
+//     "background" and "conversation" are refused. The agent's tool calls
+//     are mcp_call output items (server_label "agentbox"): the server ran
+//     them, and clients render or skip them, never answer them; its
+//     thinking is a reasoning item's summary. The events and their order
+//     are in responses_stream.go. With "store" (true by default) the
+//     response is kept for GET /v1/responses/{id} and for
+//     "previous_response_id", which continues the conversation: the door
+//     rebuilds the chain's history (each stored turn's messages and answer,
+//     without the earlier instructions, as OpenAI's API does) so that the
+//     chat's agent session resumes. The chat is the one the request names
+//     (X-Agentbox-Chat or the user field), else the previous response's,
+//     else the new response's own id. Stored responses are per user, in
+//     memory (a restart forgets them: previous_response_id is then 404, and
+//     the client can send the whole conversation instead), at most
+//     Options.MaxResponsesPerUser per user and Options.MaxResponseBytes in
+//     all, for Options.ResponseTTL; another user's id is a 404 like an
+//     unknown one.
+//   - POST /v1/messages: Anthropic's Messages API. "system" is a string or
+//     text blocks, message content a string or blocks (text; the thinking,
+//     mcp_tool_use and mcp_tool_result blocks of earlier answers are
+//     skipped; tool_use, tool_result and images are refused), the ids come
+//     in "metadata": {"user_id": "<user>:<chat>"} (a top-level "user" is
+//     refused). The agent's tool calls are mcp_tool_use and
+//     mcp_tool_result blocks (server_name "agentbox"), its thinking
+//     thinking blocks; the events are in messages.go. Usage has Anthropic's
+//     fields; errors are {"type": "error", "error": {"type", "message"}}
+//     with the statuses below but 529 overloaded_error for overloaded, and
+//     a failure after the stream started is an error event.
 //   - GET /v1/models and GET /v1/models/{id}: the catalog's assistants,
 //     each with the extensions "name" and "sandbox" (true when it runs in
 //     a sandbox); GET /v1/models/{id} adds "environment", the snapshot of
@@ -49,9 +88,12 @@
 //
 // # Streaming and the agentbox extension
 //
-// Assistant text travels in choices[0].delta.content; everything else in a
-// top-level "agentbox" object of a chunk whose delta is empty, which
-// standard clients ignore:
+// On Chat Completions, assistant text travels in
+// choices[0].delta.content; everything else in a top-level "agentbox"
+// object of a chunk whose delta is empty, which standard clients ignore
+// (on Responses, in events of type "agentbox", which the SDKs pass by; on
+// Messages, in ping events, which they skip; tool calls and thinking are
+// output items and blocks there, see Routes):
 //
 //	{"id": "chatcmpl-…", "object": "chat.completion.chunk", "created": 1763730000,
 //	 "model": "coder", "choices": [{"index": 0, "delta": {}, "finish_reason": null}],
@@ -81,13 +123,18 @@
 //
 // The delta.content texts of a stream concatenate to exactly the content
 // of the same run answered without streaming (after the last "reset", when
-// there is one). An idle stream gets an SSE comment every
-// Options.Heartbeat (15 s) to keep proxies from closing it.
+// there is one). An idle stream gets a keep-alive every Options.Heartbeat
+// (15 s) to keep proxies from closing it: an SSE comment on the OpenAI
+// doors, a ping event on Messages (Anthropic's own), which every SDK of
+// the real-client test reads through a 60 s silence
+// (TestRealClientsOverASilentRun). On Responses the deltas keep to
+// MaxLine; the done and completed events carry the whole text, as
+// OpenAI's do (openai-go v3 reads lines of 32 MiB).
 //
 // # Errors
 //
 // Errors use OpenAI's JSON, {"error": {"message", "type", "param",
-// "code"}}, and carry x-should-retry: false unless nothing ran (busy,
+// "code"}} (Anthropic's on Messages), and carry x-should-retry: false unless nothing ran (busy,
 // shutting down), so that SDKs never re-run an expensive agent job by
 // themselves. The status of each middleware.Kind:
 //

@@ -41,10 +41,28 @@ import (
 // them for any model it knows, a sandboxed assistant's included, so the
 // adapter reads their bodies too and refuses one that names a sandboxed
 // assistant (or cannot be read) instead of passing it on.
-var guardedPaths = []string{"/v1/completions", "/v1/responses", "/v1/messages", "/v1/embeddings"}
+var guardedPaths = []string{"/v1/completions", "/v1/embeddings"}
+
+// guardedDoor is a path of guardedPaths, as the adapter refuses its
+// bodies.
+var guardedDoor = &door{name: "request", what: "request", names: []string{"model"}, errors: openaiErrors{}}
+
+// doorOf is the door of route, a path of bodyRoutes, whose shape a
+// refusal on it takes.
+func doorOf(route string) *door {
+	switch route {
+	case "/v1/chat/completions":
+		return chatDoor
+	case "/v1/responses":
+		return responsesDoor
+	case "/v1/messages":
+		return messagesDoor
+	}
+	return guardedDoor
+}
 
 // bodyRoutes are the paths on which the adapter routes by the body.
-var bodyRoutes = append([]string{"/v1/chat/completions", "/v1/sandboxes"}, guardedPaths...)
+var bodyRoutes = append([]string{"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/sandboxes"}, guardedPaths...)
 
 // routeTwin returns the route of bodyRoutes that p, a path no route of
 // the adapter matched, would be to a looser router behind it (one that
@@ -176,27 +194,27 @@ func refusal(what string, err error) *middleware.Error {
 // refuse answers e, or, with Options.PassUnreadable, hands the request to
 // Next with its body put back whole (head is what was read of it). A body
 // that did not arrive in time is refused either way.
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, head []byte, e *middleware.Error) {
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, head []byte, e *middleware.Error, d *door) {
 	if s.opts.PassUnreadable && s.opts.Next != nil && !errors.Is(e, errBodyTimeout) {
 		r.Body = &rejoined{Reader: io.MultiReader(bytes.NewReader(head), r.Body), Closer: r.Body}
 		w.Header().Del("Connection")
 		s.opts.Next.ServeHTTP(w, r)
 		return
 	}
-	s.logFailure("", e)
-	s.refuseOwn(w, e)
+	s.logFailure(d, "", e)
+	s.refuseOwn(w, e, d.errors)
 }
 
-// refuseOwn answers a body the adapter would not read with its status:
-// 413, 408 or 400.
-func (s *Server) refuseOwn(w http.ResponseWriter, e *middleware.Error) {
+// refuseOwn answers a body the adapter would not read with its status,
+// in sh's shape: 413, 408 or 400.
+func (s *Server) refuseOwn(w http.ResponseWriter, e *middleware.Error, sh errorShape) {
 	switch {
 	case errors.Is(e, errBodyTooLarge):
-		s.writeStatus(w, http.StatusRequestEntityTooLarge, e)
+		sh.write(w, http.StatusRequestEntityTooLarge, e)
 	case errors.Is(e, errBodyTimeout):
-		s.writeStatus(w, http.StatusRequestTimeout, e)
+		sh.write(w, http.StatusRequestTimeout, e)
 	default:
-		writeError(w, e)
+		sh.write(w, 0, e)
 	}
 }
 
@@ -226,12 +244,12 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request) {
 	}
 	body, e := s.readOnce(w, r)
 	if e != nil {
-		s.refuse(w, r, body, e)
+		s.refuse(w, r, body, e, guardedDoor)
 		return
 	}
-	v, obj, e := s.classify(r.Context(), body, "request", []string{"model"})
+	v, obj, e := s.classify(r.Context(), body, guardedDoor.what, guardedDoor.names)
 	if e != nil {
-		s.refuse(w, r, body, e)
+		s.refuse(w, r, body, e, guardedDoor)
 		return
 	}
 	if v == toAgentbox {
@@ -239,7 +257,7 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request) {
 		e := middleware.Errorf(middleware.KindNotFound, nil,
 			"the model %q is a sandboxed assistant; it answers on POST /v1/chat/completions, not on %s", clip(model), r.URL.Path)
 		e.Param = "model"
-		s.logFailure("", e)
+		s.logFailure(guardedDoor, "", e)
 		writeError(w, e)
 		return
 	}

@@ -229,11 +229,11 @@ func TestOneReadingSandboxAPI(t *testing.T) {
 
 // TestOneReadingGuardedPaths: the other model APIs' paths pass a body
 // naming another model to the gateway's handler byte for byte, and refuse
-// one that names a sandboxed assistant (which answers on chat completions
-// only) or that cannot be read as one meaning.
+// one that names a sandboxed assistant (which answers on the doors only)
+// or that cannot be read as one meaning.
 func TestOneReadingGuardedPaths(t *testing.T) {
 	srv, own, sandboxed := readingServer(t)
-	for _, path := range []string{"/v1/responses", "/v1/messages", "/v1/completions", "/v1/embeddings"} {
+	for _, path := range []string{"/v1/completions", "/v1/embeddings"} {
 		plain := []byte(`{"model":"gpt-own",  "input":"hi"}`)
 		code, got := send(t, srv, path, plain)
 		assert.Equal(t, http.StatusOK, code, got)
@@ -249,6 +249,49 @@ func TestOneReadingGuardedPaths(t *testing.T) {
 		}
 	}
 	assert.Zero(t, *sandboxed)
+}
+
+// TestOneReadingDoors: the Responses and Messages doors read their bodies
+// as Chat Completions does: another model's body reaches the gateway's
+// handler byte for byte, a sandboxed assistant's is answered, and a body
+// that cannot be read as one meaning is refused in the door's own error
+// shape, never passed on.
+func TestOneReadingDoors(t *testing.T) {
+	srv, own, sandboxed := readingServer(t)
+	for path, tc := range map[string]struct{ plain, served, shape string }{
+		"/v1/responses": {`{"model":"gpt-own",  "input":"hi"}`, `{"model":"coder","input":"hi","user":"alice:c1"}`, `"error":{"message"`},
+		"/v1/messages": {`{"model":"claude-own","max_tokens":9,` + msgs + `}`,
+			`{"model":"coder","max_tokens":9,` + msgs + `,"metadata":{"user_id":"alice:c1"}}`, `"type":"error","error":{"type":"invalid_request_error"`},
+	} {
+		code, got := send(t, srv, path, []byte(tc.plain))
+		assert.Equal(t, http.StatusOK, code, got)
+		_, bodies := own.reset()
+		require.Len(t, bodies, 1, path)
+		assert.Equal(t, tc.plain, string(bodies[0]), "%s: byte for byte", path)
+
+		code, got = send(t, srv, path, []byte(tc.served))
+		assert.Equal(t, http.StatusOK, code, "%s: %s", path, got)
+		assert.Contains(t, got, "from the sandbox")
+		served, _ := own.reset()
+		assert.Empty(t, served)
+
+		for _, body := range []string{`{"model":"x","model":"coder"}`, `{"Model":"coder"}`, `{"model":"coder"} x`,
+			`{"model":"coder","input":"a","Input":"b"}`, "{\"model\":\"co\xffder\"}",
+			`{"model":"coder","metadata":{"user_id":"alice:c1","User_Id":"bob:c1"},` + msgs + `}`,
+			`{"model":"coder","metadata":{"user_id":"alice:c1","user_id":"bob:c1"},` + msgs + `}`} {
+			code, got = send(t, srv, path, []byte(body), "X-Agentbox-User", "alice", "X-Agentbox-Chat", "c1")
+			assert.Equal(t, http.StatusBadRequest, code, "%s %s: %s", path, body, got)
+			assert.Contains(t, got, tc.shape, "%s %s", path, body)
+			served, _ := own.reset()
+			assert.Empty(t, served, "%s %s", path, body)
+		}
+		code, got = send(t, srv, path, []byte(tc.served), "X-Agentbox-User", "alice", "x-agentbox-user", "bob")
+		assert.Equal(t, http.StatusBadRequest, code, got)
+		assert.Contains(t, got, "sent 2 times")
+		code, got = send(t, srv, path, []byte(tc.served), "X_Agentbox_User", "bob")
+		assert.Equal(t, http.StatusBadRequest, code, got)
+	}
+	assert.Equal(t, 2, *sandboxed, "one run per door; no refused request ran")
 }
 
 // TestOneReadingPathVariants: a path that a looser router behind the

@@ -75,7 +75,7 @@ func (s *Server) sandboxUser(w http.ResponseWriter, r *http.Request) (string, bo
 	if s.opts.Authenticate != nil {
 		u, err := s.opts.Authenticate(r)
 		if err != nil {
-			writeUnauthorized(w)
+			openaiErrors{}.write(w, http.StatusUnauthorized, unauthorized())
 			return "", false
 		}
 		user = u
@@ -123,7 +123,7 @@ func (s *Server) sandboxes(w http.ResponseWriter, r *http.Request) {
 		defer func() { _ = r.Body.Close() }()
 		body, e := s.readOnce(w, r)
 		if e != nil {
-			s.refuseOwn(w, e)
+			s.refuseOwn(w, e, openaiErrors{})
 			return
 		}
 		var c createSandbox
@@ -154,7 +154,7 @@ func (s *Server) sandboxes(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusCreated, sandboxOf(sb))
 	default:
-		methodNotAllowed(w, r, "GET, POST")
+		methodNotAllowed(w, r, "GET, POST", openaiErrors{})
 	}
 }
 
@@ -167,7 +167,7 @@ func (s *Server) sandbox(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if strings.HasSuffix(r.URL.Path, "/heartbeat") {
 		if r.Method != http.MethodPost {
-			methodNotAllowed(w, r, http.MethodPost)
+			methodNotAllowed(w, r, http.MethodPost, openaiErrors{})
 			return
 		}
 		sb, err := s.opts.Sandboxes.HeartbeatSandbox(user, id)
@@ -193,7 +193,7 @@ func (s *Server) sandbox(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "sandbox.deleted", "deleted": true})
 	default:
-		methodNotAllowed(w, r, "GET, DELETE")
+		methodNotAllowed(w, r, "GET, DELETE", openaiErrors{})
 	}
 }
 

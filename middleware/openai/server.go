@@ -2,8 +2,6 @@ package openai
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -81,6 +79,17 @@ type Options struct {
 	// Without it those paths are 404 (or Next's) and a named sandbox is
 	// refused.
 	Sandboxes middleware.SandboxManager
+	// ResponseTTL is how long a response of POST /v1/responses created
+	// with "store": true (the default) can be read back (GET
+	// /v1/responses/{id}) and continued (previous_response_id): default
+	// DefaultResponseTTL. Stored responses live in memory, so a restart
+	// forgets them.
+	ResponseTTL time.Duration
+	// MaxResponsesPerUser bounds one user's stored responses (default
+	// DefaultMaxResponsesPerUser); MaxResponseBytes bounds all of them
+	// (default DefaultMaxResponseBytes). The oldest go first.
+	MaxResponsesPerUser int
+	MaxResponseBytes    int64
 	// OwnedBy is the owned_by of the listed models (default "agentbox").
 	OwnedBy string
 	// Logger receives one line per failed request (default: discarded).
@@ -93,9 +102,10 @@ type Options struct {
 // POST /v1/chat/completions, GET /v1/models and GET /v1/models/{id}. It is
 // safe for concurrent use.
 type Server struct {
-	opts Options
-	log  hclog.Logger
-	mux  *http.ServeMux
+	opts  Options
+	log   hclog.Logger
+	mux   *http.ServeMux
+	store *responseStore
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -120,11 +130,23 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if opts.ResponseTTL <= 0 {
+		opts.ResponseTTL = DefaultResponseTTL
+	}
+	if opts.MaxResponsesPerUser <= 0 {
+		opts.MaxResponsesPerUser = DefaultMaxResponsesPerUser
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), store: newResponseStore(opts)}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
 	}
 	s.mux.HandleFunc("/v1/chat/completions", s.chatCompletions)
+	s.mux.HandleFunc("/v1/responses", s.responses)
+	s.mux.HandleFunc("/v1/responses/{id}", s.storedResponseOf)
+	s.mux.HandleFunc("/v1/messages", s.messages)
 	s.mux.HandleFunc("/v1/models", s.models)
 	s.mux.HandleFunc("/v1/models/{id}", s.models)
 	s.mux.HandleFunc("/v1/sandboxes", s.sandboxes)
@@ -144,8 +166,9 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		if route := routeTwin(r.URL.Path); route != "" {
 			e := &middleware.Error{Kind: middleware.KindNotFound, Message: "no route for " + r.Method + " " + clip(r.URL.EscapedPath()) +
 				"; send the request to exactly " + route}
-			s.logFailure("", e)
-			writeError(w, e)
+			d := doorOf(route)
+			s.logFailure(d, "", e)
+			d.errors.write(w, 0, e)
 			return
 		}
 		s.opts.Next.ServeHTTP(w, r)
@@ -164,84 +187,33 @@ func (s *Server) now() time.Time { return s.opts.Now() }
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// methodNotAllowed answers 405 in OpenAI's error shape.
-func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
-	w.Header().Set("Allow", allow)
-	code := "method_not_allowed"
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusMethodNotAllowed)
-	_ = json.NewEncoder(w).Encode(errorBody{Error: errorObject{
-		Message: r.Method + " is not allowed on " + r.URL.Path + "; use " + allow, Type: "invalid_request_error", Code: &code}})
-}
+// chatDoor is Chat Completions.
+var chatDoor = &door{name: "chat completion", what: "chat completion request", names: knownFields, idPrefix: "chatcmpl-", idsField: userField, errors: openaiErrors{}}
 
 // chatCompletions serves POST /v1/chat/completions: it reads the body
 // once (reading.go), answers a sandboxed assistant's request, and passes
 // any other one to Next.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Next != nil && (s.opts.Catalog == nil || r.Method != http.MethodPost && (r.Body == nil || r.Body == http.NoBody)) {
-		s.opts.Next.ServeHTTP(w, r)
+	a := s.admit(w, r, chatDoor)
+	if a == nil {
 		return
 	}
-	if s.opts.Next == nil && r.Method != http.MethodPost {
-		methodNotAllowed(w, r, http.MethodPost)
-		return
-	}
-	defer func() { _ = r.Body.Close() }()
-	body, e := s.readOnce(w, r)
-	if e != nil {
-		s.refuse(w, r, body, e)
-		return
-	}
-	v, obj, e := s.classify(r.Context(), body, "chat completion request", knownFields)
-	switch {
-	case e != nil:
-		s.refuse(w, r, body, e)
-		return
-	case v == toNext:
-		s.passOn(w, r, body)
-		return
-	case r.Method != http.MethodPost:
-		methodNotAllowed(w, r, http.MethodPost)
-		return
-	}
-	id := newID()
-	w.Header().Set("x-request-id", id)
-	authUser := ""
-	if s.opts.Authenticate != nil {
-		u, err := s.opts.Authenticate(r)
-		if err == nil {
-			err = executor.ValidateID("user", u)
-		}
-		if err != nil {
-			s.log.Info("chat completion refused: authentication failed", "request", id, "error", err)
-			writeUnauthorized(w)
-			return
-		}
-		authUser = u
-	}
-	req, derr := s.decodeChat(obj, r.Header, authUser)
+	req, derr := s.decodeChat(a.obj, r.Header, a.authUser)
 	if derr != nil {
-		s.logFailure(id, derr)
-		writeError(w, derr)
+		s.refuseDecoded(w, chatDoor, a.id, derr)
 		return
 	}
-	ctx := middleware.WithRequestID(r.Context(), id)
 	if req.Stream {
-		s.serveStream(ctx, w, req, id)
+		s.serveStream(r.Context(), w, req, a.id)
 		return
 	}
-	resp, err := s.opts.Handler.Handle(ctx, req, func(executor.Event) error { return ctx.Err() })
-	if err == nil && resp == nil {
-		err = errNilResponse
-	}
-	if err != nil {
-		e := clientError(err)
-		s.logHandled(id, err, e)
+	resp, e := s.run(r.Context(), chatDoor, a.id, req, func(executor.Event) error { return r.Context().Err() })
+	if e != nil {
 		writeError(w, e)
 		return
 	}
 	out := completion{
-		ID: id, Object: "chat.completion", Created: s.now().Unix(), Model: req.Model,
+		ID: a.id, Object: "chat.completion", Created: s.now().Unix(), Model: req.Model,
 		Choices: []completionChoice{{Message: responseMessage{Role: "assistant", Content: resp.Content},
 			FinishReason: finishReason(resp.FinishReason)}},
 		Usage:    usageOf(resp.Usage),
@@ -254,25 +226,17 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // serveStream answers a streamed request.
 func (s *Server) serveStream(ctx context.Context, w http.ResponseWriter, req *middleware.Request, id string) {
 	st := s.newStream(w, id, req.Model)
-	resp, err := s.opts.Handler.Handle(ctx, req, st.emit)
-	if err == nil && resp == nil {
-		err = errNilResponse
-	}
-	if err != nil {
-		e := clientError(err)
-		s.logHandled(id, err, e)
+	resp, e := s.run(ctx, chatDoor, id, req, st.emit)
+	if e != nil {
 		st.fail(e)
 		return
 	}
 	st.finish(resp, req.StreamOptions.IncludeUsage)
 }
 
-// errNilResponse is a handler's bug: no response and no error.
-var errNilResponse = errors.New("openai: the handler returned neither a response nor an error")
-
 // clientError classifies err and adds the adapter's hints to messages
 // about the ids.
-func clientError(err error) *middleware.Error {
+func clientError(err error, d *door) *middleware.Error {
 	e := middleware.AsError(err)
 	if e.Kind == middleware.KindNotFound && e.Param == "" {
 		c := *e
@@ -281,62 +245,21 @@ func clientError(err error) *middleware.Error {
 	}
 	if e.Kind == middleware.KindBadRequest && (e.Param == "user" || e.Param == "chat") {
 		c := *e
-		c.Message += "; send the ids in the " + HeaderUser + " and " + HeaderChat + ` headers or as "user": "<user>:<chat>"`
+		c.Message += "; send the ids in the " + HeaderUser + " and " + HeaderChat + " headers or as " + d.idsField
 		return &c
 	}
 	return e
 }
 
-// writeUnauthorized answers 401 in OpenAI's shape, saying nothing about
-// why.
-func writeUnauthorized(w http.ResponseWriter) {
-	code := "invalid_api_key"
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("x-should-retry", "false")
-	w.WriteHeader(http.StatusUnauthorized)
-	_ = json.NewEncoder(w).Encode(errorBody{Error: errorObject{
-		Message: "the request's credentials were not accepted; check the API key", Type: "authentication_error", Code: &code}})
-}
-
-// writeStatus writes e with an explicit status: 413 (code
-// request_too_large) or 408 (request_timeout).
-func (s *Server) writeStatus(w http.ResponseWriter, code int, e *middleware.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("x-should-retry", "false")
-	w.WriteHeader(code)
-	b := bodyOf(e)
-	c := "request_too_large"
-	if code == http.StatusRequestTimeout {
-		c = "request_timeout"
-	}
-	b.Error.Code = &c
-	_ = json.NewEncoder(w).Encode(b)
-}
-
-// logHandled logs the handler's failure err (e as the client gets it):
-// at DEBUG when the middleware logged the request's line itself, so that
-// one request makes one INFO line.
-func (s *Server) logHandled(id string, err error, e *middleware.Error) {
-	if middleware.Logged(err) {
-		s.log.Debug("chat completion failed", "request", id, "kind", e.Kind, "status", statusOf(e).code, "error", e.Error())
-		return
-	}
-	s.logFailure(id, e)
-}
-
-func (s *Server) logFailure(id string, e *middleware.Error) {
-	s.log.Info("chat completion failed", "request", id, "kind", e.Kind, "status", statusOf(e).code, "error", e.Error())
-}
-
 // models serves GET /v1/models and GET /v1/models/{id}.
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		methodNotAllowed(w, r, http.MethodGet)
+		methodNotAllowed(w, r, http.MethodGet, openaiErrors{})
 		return
 	}
 	if s.opts.Authenticate != nil {
 		if _, err := s.opts.Authenticate(r); err != nil {
-			writeUnauthorized(w)
+			openaiErrors{}.write(w, http.StatusUnauthorized, unauthorized())
 			return
 		}
 	}
@@ -383,11 +306,4 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	e := middleware.Errorf(middleware.KindNotFound, nil, "the model %q does not exist; GET /v1/models lists the assistants", id)
 	e.Param = "model"
 	writeError(w, e)
-}
-
-// newID returns a completion id like OpenAI's.
-func newID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "chatcmpl-" + hex.EncodeToString(b[:])
 }

@@ -129,7 +129,10 @@ var metered = route{usage: executor.Usage{InputTokens: 7, OutputTokens: 3}}
 
 // route is a ModelRouter whose routes point at a fixed address and meter
 // a fixed usage.
-type route struct{ usage executor.Usage }
+type route struct {
+	scripted.NoPreStart
+	usage executor.Usage
+}
 
 func (r route) Open(context.Context, executor.Sandbox, *middleware.Assistant) (middleware.ModelRoute, error) {
 	return r, nil
@@ -147,6 +150,7 @@ func TestOneLinePerCanceledRequest(t *testing.T) {
 	var logs testenv.SyncBuffer
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &logs})
 	st := newStack(t, func(_ *middleware.Assistant, o *middleware.Options) { o.Logger = log })
+	startup := len(logs.String()) // the stack's own start-up lines are not the request's
 	started := make(chan struct{})
 	st.setExec("c1", func(ctx context.Context, _ *executor.Cmd) (executor.ExecResult, error) {
 		close(started)
@@ -169,7 +173,7 @@ func TestOneLinePerCanceledRequest(t *testing.T) {
 	<-done
 	require.NoError(t, st.o.Settle(context.Background()))
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "sandboxed request canceled") }, 30*time.Second, 10*time.Millisecond)
-	assert.Equal(t, 1, strings.Count(logs.String(), "[INFO]"), "one INFO line for the request:\n%s", logs.String())
+	assert.Equal(t, 1, strings.Count(logs.String()[startup:], "[INFO]"), "one INFO line for the request:\n%s", logs.String())
 	assert.NotContains(t, logs.String(), "chat completion failed")
 
 	resp, err := http.Post(st.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"coder"} x`))

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/executor"
@@ -18,14 +16,10 @@ import (
 // a line of 64 KiB or more.
 const MaxLine = 64<<10 - 1
 
-// stream writes one request's events as SSE chunks. The status and headers
-// are sent with the first event, so a request that fails before its first
-// event still gets its error status; after that, errors travel as an
-// {"error": ...} event.
+// stream writes one chat completion's events as SSE chunks (see sseWriter
+// for when the status goes out).
 type stream struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	s   *Server
+	*sseWriter
 	id  string
 	mdl string
 	ts  int64
@@ -34,20 +28,19 @@ type stream struct {
 	// MaxLine.
 	textMax int
 
-	mu       sync.Mutex
-	started  bool
-	failed   error
 	streamed strings.Builder
-	lastSend time.Time
-	stop     chan struct{}
 }
 
 func (s *Server) newStream(w http.ResponseWriter, id, mdl string) *stream {
-	st := &stream{w: w, rc: http.NewResponseController(w), s: s, id: id, mdl: mdl, ts: s.now().Unix(), stop: make(chan struct{})}
-	overhead := len(mdl) + len(id) + 512
-	st.textMax = (MaxLine - overhead) / 6
+	st := &stream{sseWriter: s.newSSE(w, keepAlive), id: id, mdl: mdl, ts: s.now().Unix(), textMax: textMax(len(mdl) + len(id))}
+	st.open = st.roleChunk
 	return st
 }
+
+// textMax is the most raw bytes of text an event carries when overhead
+// bytes of it are not text: JSON escapes a byte into at most 6, and the
+// line stays under MaxLine.
+func textMax(overhead int) int { return (MaxLine - overhead - 512) / 6 }
 
 // emit is the request's middleware.Emit: text goes to delta.content, every
 // other event to the agentbox extension.
@@ -55,10 +48,7 @@ func (st *stream) emit(ev executor.Event) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if ev.Kind == executor.EventText {
-		if err := st.sendText(ev.Text); err != nil {
-			return err
-		}
-		return nil
+		return st.sendText(ev.Text)
 	}
 	return st.sendEvent(ev)
 }
@@ -79,7 +69,7 @@ func (st *stream) sendText(text string) error {
 // sendEvent sends a non-text event in the extension: texts (thinking,
 // retry, sandbox) split across chunks, large payloads truncated.
 func (st *stream) sendEvent(ev executor.Event) error {
-	if ev.Text != "" && ev.Tool == nil && ev.ToolResult == nil && ev.UI == nil && ev.Init == nil && ev.Queue == nil && ev.Sandbox == nil {
+	if plainText(ev) {
 		for _, piece := range split(ev.Text, st.textMax) {
 			c := st.chunk()
 			c.Agentbox = &extension{Kind: string(ev.Kind), Text: piece}
@@ -89,25 +79,41 @@ func (st *stream) sendEvent(ev executor.Event) error {
 		}
 		return nil
 	}
-	c := st.chunk()
-	c.Agentbox = extensionOf(ev)
-	b, err := json.Marshal(c)
+	b, err := fitLine(ev, st.textMax, func(ext *extension) any {
+		c := st.chunk()
+		c.Agentbox = ext
+		return c
+	})
 	if err != nil {
-		return fmt.Errorf("openai: encode %s event: %w", ev.Kind, err)
+		return err
 	}
-	if len(b)+len("data: \n") > MaxLine {
-		c.Agentbox = truncate(ev, st.textMax)
-		if b, err = json.Marshal(c); err != nil {
-			return fmt.Errorf("openai: encode %s event: %w", ev.Kind, err)
+	return st.send("", b)
+}
+
+// plainText reports that ev is a text of the extension (thinking, retry,
+// a sandbox phase) and nothing else: it is split across events, not cut.
+func plainText(ev executor.Event) bool {
+	return ev.Text != "" && ev.Tool == nil && ev.ToolResult == nil && ev.UI == nil && ev.Init == nil && ev.Queue == nil && ev.Sandbox == nil
+}
+
+// fitLine encodes the event that wrap makes of ev's extension, cutting its
+// large payloads (then keeping only its identifiers) until its line fits
+// under MaxLine.
+func fitLine(ev executor.Event, max int, wrap func(*extension) any) ([]byte, error) {
+	for _, ext := range []func() *extension{
+		func() *extension { return extensionOf(ev) },
+		func() *extension { return truncate(ev, max) },
+		func() *extension { return bare(ev) },
+	} {
+		b, err := json.Marshal(wrap(ext()))
+		if err != nil {
+			return nil, fmt.Errorf("openai: encode %s event: %w", ev.Kind, err)
 		}
-		if len(b)+len("data: \n") > MaxLine {
-			c.Agentbox = bare(ev)
-			if b, err = json.Marshal(c); err != nil {
-				return fmt.Errorf("openai: encode %s event: %w", ev.Kind, err)
-			}
+		if len(b)+len("event: agentbox\ndata: \n") <= MaxLine {
+			return b, nil
 		}
 	}
-	return st.writeRaw(b)
+	return nil, fmt.Errorf("openai: the %s event does not fit in one line", ev.Kind)
 }
 
 // chunk is an empty chunk of this stream.
@@ -121,36 +127,11 @@ func (st *stream) write(c *chunk) error {
 	if err != nil {
 		return fmt.Errorf("openai: encode chunk: %w", err)
 	}
-	return st.writeRaw(b)
+	return st.send("", b)
 }
 
-// writeRaw writes one data line, starting the stream first when needed.
-// Held: st.mu.
-func (st *stream) writeRaw(data []byte) error {
-	if st.failed != nil {
-		return st.failed
-	}
-	if !st.started {
-		if err := st.start(); err != nil {
-			return err
-		}
-	}
-	if err := st.line(data); err != nil {
-		st.failed = fmt.Errorf("openai: the client went away: %w", err)
-		return st.failed
-	}
-	return nil
-}
-
-// start sends the headers and the first chunk (the assistant role), and
-// starts the heartbeat. Held: st.mu.
-func (st *stream) start() error {
-	st.started = true
-	h := st.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	st.w.WriteHeader(http.StatusOK)
+// roleChunk is the stream's first chunk: the assistant role. Held: mu.
+func (st *stream) roleChunk() error {
 	c := st.chunk()
 	c.Choices[0].Delta.Role = "assistant"
 	empty := ""
@@ -159,79 +140,25 @@ func (st *stream) start() error {
 	if err != nil {
 		return fmt.Errorf("openai: encode chunk: %w", err)
 	}
-	if err := st.line(b); err != nil {
-		st.failed = fmt.Errorf("openai: the client went away: %w", err)
-		return st.failed
-	}
-	if d := st.s.opts.Heartbeat; d > 0 {
-		go st.heartbeat(d)
-	}
-	return nil
+	return st.put("", b)
 }
 
-// line writes "data: <b>\n\n" and flushes. Held: st.mu.
-func (st *stream) line(b []byte) error {
-	buf := make([]byte, 0, len(b)+8)
-	buf = append(buf, "data: "...)
-	buf = append(buf, b...)
-	buf = append(buf, "\n\n"...)
-	if _, err := st.w.Write(buf); err != nil {
-		return err
-	}
-	st.lastSend = st.s.now()
-	return st.rc.Flush()
-}
-
-// keepAlive is the heartbeat: one SSE comment line with no blank line
-// after it. A blank line ends an event, and parsers that dispatch on it
-// whatever the event holds (openai-go's ssestream in v1; v3 skips empty
-// events) hand their caller an event with empty data, which fails as
-// JSON. Without the blank
-// line the comment belongs to the next event, and every parser ignores
-// comment lines (openai-go, the openai npm package's SSEDecoder,
-// eventsource-parser under the Vercel AI SDK, curl).
+// keepAlive is the heartbeat of the OpenAI doors: one SSE comment line
+// with no blank line after it. A blank line ends an event, and parsers
+// that dispatch on it whatever the event holds (openai-go's ssestream in
+// v1; v3 skips empty events) hand their caller an event with empty data,
+// which fails as JSON. Without the blank line the comment belongs to the
+// next event, and every parser ignores comment lines (openai-go, the
+// openai npm package's SSEDecoder, eventsource-parser under the Vercel AI
+// SDK, curl).
 const keepAlive = ": keep-alive\n"
-
-// heartbeat writes keepAlive when the stream was idle for d, so that
-// proxies do not close it while a container starts or a tool runs. Events
-// are written whole under st.mu, so the comment never splits one.
-func (st *stream) heartbeat(d time.Duration) {
-	// A timer due d after the last write: a ticker of period d would see
-	// a little less than d of idleness on every other tick and skip it,
-	// leaving gaps of 2d.
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-st.stop:
-			return
-		case <-t.C:
-			st.mu.Lock()
-			idle := st.s.now().Sub(st.lastSend)
-			if st.failed == nil && idle >= d {
-				if _, err := st.w.Write([]byte(keepAlive)); err == nil {
-					err = st.rc.Flush()
-					if err != nil {
-						st.failed = fmt.Errorf("openai: the client went away: %w", err)
-					}
-				} else {
-					st.failed = fmt.Errorf("openai: the client went away: %w", err)
-				}
-				st.lastSend = st.s.now()
-				idle = 0
-			}
-			st.mu.Unlock()
-			t.Reset(max(d-idle, time.Millisecond))
-		}
-	}
-}
 
 // finish ends a successful stream: the rest of the content when the
 // response's content extends what was streamed, or a reset and the whole
 // content when it does not; the finish chunk with the done extension; the
 // usage chunk when asked; [DONE].
 func (st *stream) finish(resp *middleware.Response, includeUsage bool) {
-	defer close(st.stop)
+	defer st.end()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	streamed := st.streamed.String()
@@ -261,28 +188,23 @@ func (st *stream) finish(resp *middleware.Response, includeUsage bool) {
 			return
 		}
 	}
-	_ = st.line([]byte("[DONE]"))
+	_ = st.send("", []byte("[DONE]"))
 }
 
 // fail ends the stream with an error: its status when nothing was sent
 // yet, else an {"error": ...} event (which OpenAI's SDKs raise).
 func (st *stream) fail(e *middleware.Error) {
-	defer close(st.stop)
+	defer st.end()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if !st.started {
-		st.started = true
-		writeError(st.w, e)
-		return
-	}
-	if st.failed != nil {
+	if st.refuse(openaiErrors{}, e) {
 		return
 	}
 	b, err := json.Marshal(bodyOf(e))
 	if err != nil {
 		return
 	}
-	_ = st.line(b)
+	_ = st.put("", b)
 }
 
 // split cuts s into pieces of at most max bytes at rune boundaries; "" has

@@ -276,7 +276,8 @@ type Result struct {
 	Steps []StepResult
 	// Content is the completion's text as the OpenAI client got it.
 	Content string
-	// Err is the client's error (an *openai.Error for an HTTP error) or
+	// Err is the client's error (wrapping an *openai.Error for an HTTP
+	// error, with the API's message in its text) or
 	// nil; Status its HTTP status.
 	Err    error
 	Status int
@@ -370,6 +371,9 @@ func (e *Env) Run(t testing.TB, turn Turn) *Result {
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
 		res.Status = apiErr.StatusCode
+		// openai-go v3's Error() is the status alone; the client's
+		// message is what the attacks assert on.
+		res.Err = fmt.Errorf("%w: %s", err, apiErr.Message)
 	}
 	if err == nil && len(comp.Choices) > 0 {
 		res.Content = comp.Choices[0].Message.Content
