@@ -88,11 +88,16 @@ vet:
 test: setup vet
 	$(GO) test $(TEST_FLAGS) ./...
 
-## fuzz: the differential fuzz targets of the one reading of a request body (FUZZTIME each); their corpora also run in make test
+## fuzz: the differential fuzz targets of the one reading of a request body, the Responses translations' and the codex parser's (FUZZTIME each); their corpora also run in make test
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzOneReading$$' -fuzztime $(FUZZTIME) ./middleware/openai
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./internal/strictjson
+	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./services/modelproxy/openairesponses
+	$(GO) test -run '^$$' -fuzz '^FuzzChatStream$$' -fuzztime $(FUZZTIME) ./services/modelproxy/openairesponses
+	$(GO) test -run '^$$' -fuzz '^FuzzMessagesStream$$' -fuzztime $(FUZZTIME) ./services/modelproxy/openairesponses
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./codex
+	$(GO) test -run '^$$' -fuzz '^FuzzTranslateStream$$' -fuzztime $(FUZZTIME) ./services/modelproxy/anthropicopenai
 
 ## lint: golangci-lint (pinned) with the layering rules of .golangci.yml
 lint:
