@@ -155,7 +155,7 @@ func (r *Request) NewToolResults() []ToolResult {
 	i := len(items)
 	// The calls and their outputs (and the reasoning before them) after
 	// the last message are this step's.
-	for i > 0 && items[i-1].Type != "message" {
+	for i > 0 && (items[i-1].Type != "message" || cliNotice(items[i-1])) {
 		i--
 	}
 	var out []ToolResult
@@ -177,6 +177,14 @@ func (r *Request) NewToolResults() []ToolResult {
 	return out
 }
 
+// cliNotice reports whether it is a user message the CLI adds in the
+// middle of a turn, not one the user sent: when an AGENTS.md it reads
+// changes (a command wrote one), the next call carries the new
+// instructions after the command's output.
+func cliNotice(it Item) bool {
+	return it.Type == "message" && it.Role == "user" && strings.HasPrefix(it.Content.Text(), "# AGENTS.md instructions")
+}
+
 // isOutput reports whether an input item type is a tool call's output.
 func isOutput(typ string) bool {
 	return typ == "function_call_output" || typ == "custom_tool_call_output" || typ == "tool_search_output"
@@ -186,7 +194,7 @@ func isOutput(typ string) bool {
 // this turn.
 func (r *Request) UserPrompt() string {
 	for i := len(r.Body.Input) - 1; i >= 0; i-- {
-		if it := r.Body.Input[i]; it.Type == "message" && it.Role == "user" {
+		if it := r.Body.Input[i]; it.Type == "message" && it.Role == "user" && !cliNotice(it) {
 			return it.Content.Text()
 		}
 	}
