@@ -19,6 +19,7 @@
 //	     (env_key AGENTBOX_MODEL_TOKEN, wire_api "responses", request_max_retries 0,
 //	      stream_max_retries <max_retries>)
 //	  -c web_search="disabled" -c analytics.enabled=false -c check_for_update_on_startup=false
+//	  -c shell_environment_policy.exclude=["AGENTBOX_MODEL_TOKEN"]
 //	  [-c model_context_window=N] [-c mcp_servers.<name>.* ...] [-c developer_instructions="<system prompt>"]
 //	  (--ephemeral | resume <session id>) -
 //
@@ -39,8 +40,10 @@
 // The environment is built from scratch: PATH, HOME, SHELL, LANG,
 // AGENTBOX_MODEL_TOKEN, NO_COLOR, TERM=dumb. CODEX_HOME is unset, so the
 // CLI keeps its state and sessions in $HOME/.codex (CodexDir), which it
-// creates (a CODEX_HOME naming a missing directory is an error). The CLI's shell policy keeps
-// variables named like *TOKEN* out of the agent's commands.
+// creates (a CODEX_HOME naming a missing directory is an error). The
+// agent's commands get that environment without the token
+// (shell_environment_policy.exclude): the CLI's own default excludes do
+// not apply at the pins.
 //
 // Sandbox arguments (package.yao sandbox.arguments): model_profile (the
 // model the CLI believes it uses; default the connector's), context_window,

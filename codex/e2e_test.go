@@ -76,6 +76,28 @@ type e2eOpts struct {
 	stall     time.Duration // stall watchdog (default 2m)
 	before    func(sb executor.Sandbox, req executor.RunRequest)
 	after     func(sb executor.Sandbox) // runs while the container is still up
+	// in runs in this sandbox, left open (nil: a fresh one of chat, closed
+	// after the run), as the session policy's kept container.
+	in modelSandbox
+	// proxy changes the model proxy's options.
+	proxy func(o *modelproxy.Options)
+}
+
+// modelSandbox is a sandbox with the helper's model relay.
+type modelSandbox interface {
+	executor.Sandbox
+	ModelBaseURL() string
+}
+
+// sandbox creates a sandbox of chat for e2eOpts.in.
+func (env *e2eEnv) sandbox(t testing.TB, chat string) modelSandbox {
+	t.Helper()
+	sb, err := env.e.Create(context.Background(), executor.Spec{
+		UserID: "u1", ChatID: chat, AssistantID: "codex-e2e", MemoryBytes: 1 << 30, CPUs: 1, PidsLimit: 256,
+		Timeout: 5 * time.Minute, LeaseWait: 30 * time.Second, Network: "none",
+	})
+	require.NoError(t, err)
+	return sb.(modelSandbox)
 }
 
 // e2eRun is the outcome of one run.
@@ -88,6 +110,7 @@ type e2eRun struct {
 	metered executor.Usage
 	calls   []modelproxy.Call
 	proxy   string // the model proxy's log
+	stop    string // the budget that refused a call (BudgetStop)
 	wall    time.Duration
 }
 
@@ -104,16 +127,11 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *sr.Server, req executor.R
 	t.Helper()
 	ctx := context.Background()
 	var out e2eRun
-	sbi, err := env.e.Create(ctx, executor.Spec{
-		UserID: "u1", ChatID: chat, AssistantID: "codex-e2e", MemoryBytes: 1 << 30, CPUs: 1, PidsLimit: 256,
-		Timeout: 5 * time.Minute, LeaseWait: 30 * time.Second, Network: "none",
-	})
-	require.NoError(t, err)
-	sb := sbi.(interface {
-		executor.Sandbox
-		ModelBaseURL() string
-	})
-	defer func() { _ = sb.Close(context.Background()) }()
+	sb := o.in
+	if sb == nil {
+		sb = env.sandbox(t, chat)
+		defer func() { _ = sb.Close(context.Background()) }()
+	}
 
 	tok := token()
 	var plog testenv.SyncBuffer
@@ -124,11 +142,15 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *sr.Server, req executor.R
 	if o.translate != nil {
 		upstream, client = o.upstream, &http.Client{Transport: o.translate}
 	}
-	proxy, err := modelproxy.New(modelproxy.Options{
+	po := modelproxy.Options{
 		Upstream: upstream, APIKey: connectorKey, Token: tok, API: modelproxy.APIResponses, Model: "gpt-5.5", Client: client,
 		Budget: modelproxy.Budget{MaxRequests: 50, MaxTokens: 10_000_000, MaxDuration: 3 * time.Minute},
 		Logger: hclog.New(&hclog.LoggerOptions{Output: &plog, Level: hclog.Debug}),
-	})
+	}
+	if o.proxy != nil {
+		o.proxy(&po)
+	}
+	proxy, err := modelproxy.New(po)
 	require.NoError(t, err)
 	ln, err := helper.ListenSandbox(ctx, sb, helper.ModelSocket, executor.DefaultUID, executor.DefaultGID)
 	require.NoError(t, err)
@@ -171,11 +193,13 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *sr.Server, req executor.R
 	out.wall = time.Since(t0)
 	out.Err = codex.WithExit(out.Err, out.result, stderr.String())
 	out.stderr, out.stdout = stderr.String(), stdout.Bytes()
-	out.metered, out.calls = proxy.Usage(), proxy.Calls()
+	out.metered, out.calls, out.stop = proxy.Usage(), proxy.Calls(), proxy.BudgetStop()
 	if o.after != nil {
 		o.after(sb)
 	}
-	require.NoError(t, sb.Close(context.Background()))
+	if o.in == nil {
+		require.NoError(t, sb.Close(context.Background()))
+	}
 	out.proxy = plog.String()
 	if dir := os.Getenv("CODEX_E2E_RECORD"); dir != "" {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, chat+".jsonl"), out.stdout, 0o644))

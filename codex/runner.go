@@ -261,6 +261,11 @@ func (r *Runner) Invocation(req executor.RunRequest) (executor.Invocation, error
 		// skills are its own ($HOME/.agents/skills).
 		{"skills.bundled.enabled", "false"},
 		{"check_for_update_on_startup", "false"},
+		// The agent's commands get the CLI's environment but the run's
+		// token: the CLI's default excludes (*KEY*, *TOKEN*) do not apply
+		// at 0.169.0 and 0.171.0, whose commands saw it
+		// (TestAttackPlantedCodexConfig).
+		{"shell_environment_policy.exclude", `["` + TokenEnv + `"]`},
 	}
 	if args.ContextWindow > 0 {
 		overrides = append(overrides, override{"model_context_window", strconv.Itoa(args.ContextWindow)})

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/testkit/scriptedresponses"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
@@ -126,4 +127,78 @@ func TestCodexSessionTurns(t *testing.T) {
 	}
 	assert.Equal(t, []string{"user:$ echo edited", "assistant:an answer the client changed", "user:$ echo third"}, history,
 		"an edited history starts a new session with it replayed as real turns")
+}
+
+// plantCodexHome is the attacker's command in turn 1: the Codex CLI's
+// start-up files planted in HOME's .codex (its CODEX_HOME) and the
+// workspace's, and a skill in HOME.
+const plantCodexHome = "$ " + scriptedresponses.PlantCodexConfig + `mkdir -p "$HOME/.agents/skills/planted"
+printf -- '---\nname: planted\ndescription: PLANTED-SKILL\n---\nplanted\n' > "$HOME/.agents/skills/planted/SKILL.md"
+plant "$HOME/.codex" home; plant /workspace/.codex project; echo planted-done`
+
+// TestCodexAttackPlantedHome: under the session policy the chat's
+// container outlives the turn and the next turn's CLI is started in it
+// ahead of the request. Configuration the agent writes in turn 1 into
+// HOME's .codex (config.toml with a provider, instructions, notify, an
+// MCP server and an inherit-all shell policy; rules; hooks; AGENTS.md and
+// AGENTS.override.md; prompts), a skill in HOME, and the same in the
+// workspace's .codex, has no effect on turn 2: no planted command runs,
+// the model calls reach the gateway's upstream with the connector's key
+// and carry none of the planted text or tools, a planted rule forbids
+// nothing and the agent's command gets no token.
+func TestCodexAttackPlantedHome(t *testing.T) {
+	testenv.RequireCodexImage(t)
+	g, data := startGateway(t, func(o *Options) { o.Dir = sessionDir(t) })
+	ctx := context.Background()
+	const chat = "codex-planted"
+	c := newClient(g.URL, "erin", chat)
+	ask := func(msgs ...sdk.ChatCompletionMessageParamUnion) string {
+		t.Helper()
+		resp, err := c.Chat.Completions.New(ctx, sdk.ChatCompletionNewParams{Model: demoCodex, Messages: msgs})
+		require.NoError(t, err)
+		return resp.Choices[0].Message.Content
+	}
+	first := ask(sdk.UserMessage(plantCodexHome))
+	require.Contains(t, first, "planted-done", "the plant ran")
+	ws, err := executor.WorkspaceDir(data, "erin", chat)
+	require.NoError(t, err)
+	// What fired during turn 1 is not the point.
+	old, err := filepath.Glob(filepath.Join(ws, ".marker-*"))
+	require.NoError(t, err)
+	for _, m := range old {
+		require.NoError(t, os.Remove(m))
+	}
+	n := len(g.CodexModel.ResponseRequests())
+
+	second := ask(sdk.UserMessage(plantCodexHome), sdk.AssistantMessage(first),
+		sdk.UserMessage("$ echo turn2-ran; env | grep -c -e AGENTBOX_MODEL_TOKEN -e tok- || true"))
+	assert.Contains(t, second, "turn2-ran\n0", "a planted rule forbade nothing, and the command's environment holds no token")
+	reqs := g.CodexModel.ResponseRequests()[n:]
+	require.Len(t, reqs, 2, "the model calls reached the gateway's upstream, not the planted provider")
+	for _, req := range reqs {
+		assert.Equal(t, offlineKey, req.APIKey)
+		// The resumed session holds turn 1 (its command, and the notice
+		// of the AGENTS.md it planted, which the CLI read mid-turn): what
+		// turn 2 adds comes after turn 1's answer.
+		turn2 := 0
+		for i, it := range req.Body.Input {
+			if it.Type == "message" && it.Role == "assistant" {
+				turn2 = i + 1
+			}
+		}
+		require.NotZero(t, turn2)
+		for i, it := range req.Body.Input {
+			if i < turn2 && it.Role != "developer" {
+				continue
+			}
+			text := it.Content.Text() + it.Output.Text()
+			assert.NotContains(t, text, "PLANTED-", "item %d (%s %s): no planted instructions, AGENTS.md, prompt or skill", i, it.Type, it.Role)
+		}
+		for _, name := range req.ToolNames() {
+			assert.NotContains(t, name, "planted", "no planted MCP server's tools")
+		}
+	}
+	left, err := filepath.Glob(filepath.Join(ws, ".marker-*"))
+	require.NoError(t, err)
+	assert.Empty(t, left, "no planted notify, MCP server or hook ran")
 }
