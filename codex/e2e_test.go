@@ -76,9 +76,6 @@ type e2eOpts struct {
 	stall     time.Duration // stall watchdog (default 2m)
 	before    func(sb executor.Sandbox, req executor.RunRequest)
 	after     func(sb executor.Sandbox) // runs while the container is still up
-	// in runs in this sandbox, left open (nil: a fresh one of chat, closed
-	// after the run), as the session policy's kept container.
-	in modelSandbox
 	// proxy changes the model proxy's options.
 	proxy func(o *modelproxy.Options)
 }
@@ -89,7 +86,7 @@ type modelSandbox interface {
 	ModelBaseURL() string
 }
 
-// sandbox creates a sandbox of chat for e2eOpts.in.
+// sandbox creates a sandbox of chat.
 func (env *e2eEnv) sandbox(t testing.TB, chat string) modelSandbox {
 	t.Helper()
 	sb, err := env.e.Create(context.Background(), executor.Spec{
@@ -127,11 +124,8 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *sr.Server, req executor.R
 	t.Helper()
 	ctx := context.Background()
 	var out e2eRun
-	sb := o.in
-	if sb == nil {
-		sb = env.sandbox(t, chat)
-		defer func() { _ = sb.Close(context.Background()) }()
-	}
+	sb := env.sandbox(t, chat)
+	defer func() { _ = sb.Close(context.Background()) }()
 
 	tok := token()
 	var plog testenv.SyncBuffer
@@ -197,9 +191,7 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *sr.Server, req executor.R
 	if o.after != nil {
 		o.after(sb)
 	}
-	if o.in == nil {
-		require.NoError(t, sb.Close(context.Background()))
-	}
+	require.NoError(t, sb.Close(context.Background()))
 	out.proxy = plog.String()
 	if dir := os.Getenv("CODEX_E2E_RECORD"); dir != "" {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, chat+".jsonl"), out.stdout, 0o644))
