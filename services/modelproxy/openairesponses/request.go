@@ -75,28 +75,28 @@ func decodeRequest(raw []byte) (*request, error) {
 	if !gjson.ValidBytes(raw) {
 		return nil, fmt.Errorf("the request body is not valid JSON")
 	}
-	doc := gjson.ParseBytes(raw)
-	r := &request{model: doc.Get("model").String(), stream: doc.Get("stream").Bool(), maxOutput: doc.Get("max_output_tokens").Int(),
-		parallel: !doc.Get("parallel_tool_calls").Exists() || doc.Get("parallel_tool_calls").Bool(),
-		effort:   doc.Get("reasoning.effort").String(), names: map[string]callKind{}, choice: "auto"}
-	if v := doc.Get("temperature"); v.Type == gjson.Number {
+	doc := members(gjson.ParseBytes(raw))
+	r := &request{model: doc["model"].String(), stream: doc["stream"].Bool(), maxOutput: doc["max_output_tokens"].Int(),
+		parallel: !doc["parallel_tool_calls"].Exists() || doc["parallel_tool_calls"].Bool(),
+		effort:   doc["reasoning"].Get("effort").String(), names: map[string]callKind{}, choice: "auto"}
+	if v := doc["temperature"]; v.Type == gjson.Number {
 		f := v.Float()
 		r.temperature = &f
 	}
-	if v := doc.Get("top_p"); v.Type == gjson.Number {
+	if v := doc["top_p"]; v.Type == gjson.Number {
 		f := v.Float()
 		r.topP = &f
 	}
-	if s := doc.Get("instructions").String(); s != "" {
+	if s := doc["instructions"].String(); s != "" {
 		r.system = append(r.system, s)
 	}
-	for _, t := range doc.Get("tools").Array() {
+	for _, t := range doc["tools"].Array() {
 		r.addTool(t, "")
 	}
-	if err := r.decodeChoice(doc.Get("tool_choice")); err != nil {
+	if err := r.decodeChoice(doc["tool_choice"]); err != nil {
 		return nil, err
 	}
-	input := doc.Get("input")
+	input := doc["input"]
 	if input.Type == gjson.String {
 		r.add("user", part{kind: "text", text: input.String()})
 		return r, nil
@@ -170,37 +170,53 @@ func (r *request) decodeChoice(c gjson.Result) error {
 	return nil
 }
 
+// members indexes an object's members by key in one pass, the first of a
+// repeated key winning as with gjson.Get: each Get scans the object again,
+// skipping its large values (instructions, command outputs) once per key
+// (BenchmarkDecodeRequest).
+func members(o gjson.Result) map[string]gjson.Result {
+	m := make(map[string]gjson.Result, 8)
+	o.ForEach(func(k, v gjson.Result) bool {
+		if _, ok := m[k.String()]; !ok {
+			m[k.String()] = v
+		}
+		return true
+	})
+	return m
+}
+
 // item adds one input item to the conversation.
-func (r *request) item(it gjson.Result) error {
-	typ := it.Get("type").String()
-	if typ == "" && it.Get("role").Exists() {
+func (r *request) item(obj gjson.Result) error {
+	it := members(obj)
+	typ := it["type"].String()
+	if typ == "" && it["role"].Exists() {
 		typ = "message"
 	}
-	id := it.Get("call_id").String()
+	id := it["call_id"].String()
 	switch typ {
 	case "message":
-		return r.message(it)
+		return r.message(obj)
 	case "function_call":
-		name := it.Get("name").String()
-		if ns := it.Get("namespace").String(); ns != "" {
+		name := it["name"].String()
+		if ns := it["namespace"].String(); ns != "" {
 			name = ns + nameSep + name
 			if _, ok := r.names[name]; !ok {
-				r.names[name] = callKind{item: "function_call", name: it.Get("name").String(), namespace: ns}
+				r.names[name] = callKind{item: "function_call", name: it["name"].String(), namespace: ns}
 			}
 		}
-		r.add("assistant", part{kind: "call", id: id, name: name, args: orEmptyObject(it.Get("arguments").String())})
+		r.add("assistant", part{kind: "call", id: id, name: name, args: orEmptyObject(it["arguments"].String())})
 	case "custom_tool_call":
-		args, _ := json.Marshal(map[string]string{"input": it.Get("input").String()})
-		r.add("assistant", part{kind: "call", id: id, name: it.Get("name").String(), args: string(args)})
+		args, _ := json.Marshal(map[string]string{"input": it["input"].String()})
+		r.add("assistant", part{kind: "call", id: id, name: it["name"].String(), args: string(args)})
 	case "tool_search_call":
-		r.add("assistant", part{kind: "call", id: id, name: "tool_search", args: orEmptyObject(it.Get("arguments").Raw)})
+		r.add("assistant", part{kind: "call", id: id, name: "tool_search", args: orEmptyObject(it["arguments"].Raw)})
 	case "function_call_output", "custom_tool_call_output":
-		r.add("user", part{kind: "result", id: id, text: outputText(it.Get("output"))})
+		r.add("user", part{kind: "result", id: id, text: outputText(it["output"])})
 	case "tool_search_output":
 		// The tools it found join the upstream's tool list, and the
 		// model reads their names in the result.
 		var names []string
-		for _, t := range it.Get("tools").Array() {
+		for _, t := range it["tools"].Array() {
 			r.addTool(t, "")
 			names = append(names, foundNames(t, "")...)
 		}
