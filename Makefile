@@ -12,8 +12,12 @@ CLAUDE_BIN ?=
 include examples/images/VERSIONS
 # The sandbox image with the previous pin, for test-claude-previous.
 PREVIOUS_IMAGE ?= agentbox/sandbox-claude:$(CLAUDE_CODE_VERSION_PREVIOUS)
+# The codex runner's images (CODEX_VERSION_PINNED and CODEX_VERSION_PREVIOUS).
+CODEX_IMAGE ?= agentbox/sandbox-codex:latest
+CODEX_PREVIOUS_IMAGE ?= agentbox/sandbox-codex:$(CODEX_VERSION_PREVIOUS)
+CODEX_VENDOR ?=
 
-.PHONY: all setup helper image image-previous test test-claude-previous test-runsc test-k8s vet lint fuzz demo clean k8s-up k8s-down
+.PHONY: all setup helper image image-previous image-codex image-codex-previous test test-claude-previous test-codex-previous test-runsc test-k8s vet lint fuzz demo clean k8s-up k8s-down
 
 all: vet test
 
@@ -44,6 +48,28 @@ image-previous: helper
 		HELPER=bin/agentbox-helper CLAUDE_CODE_VERSION=$(CLAUDE_CODE_VERSION_PREVIOUS) IMAGE_INPUTS=$$inputs examples/images/build-offline.sh $(PREVIOUS_IMAGE); \
 	fi
 
+## image-codex: the codex runner's offline sandbox image (AGENT=codex), the CLI's platform package from the npm registry or CODEX_VENDOR
+image-codex: helper
+	@inputs=$$( (cat bin/agentbox-helper examples/images/build-offline.sh examples/images/VERSIONS; echo codex) | sha256sum | cut -c1-16); \
+	if [ "$$(docker image inspect -f '{{index .Config.Labels "io.agentbox.image.inputs"}}' $(CODEX_IMAGE) 2>/dev/null)" = "$$inputs" ]; then \
+		echo "image-codex: $(CODEX_IMAGE) is up to date ($$inputs)"; \
+	else \
+		AGENT=codex HELPER=bin/agentbox-helper CODEX_VENDOR="$(CODEX_VENDOR)" IMAGE_INPUTS=$$inputs examples/images/build-offline.sh $(CODEX_IMAGE); \
+	fi
+
+## image-codex-previous: the codex image with the previous CLI pin (VERSIONS), CLI from the npm registry
+image-codex-previous: helper
+	@inputs=$$( (cat bin/agentbox-helper examples/images/build-offline.sh; echo codex $(CODEX_VERSION_PREVIOUS)) | sha256sum | cut -c1-16); \
+	if [ "$$(docker image inspect -f '{{index .Config.Labels "io.agentbox.image.inputs"}}' $(CODEX_PREVIOUS_IMAGE) 2>/dev/null)" = "$$inputs" ]; then \
+		echo "image-codex-previous: $(CODEX_PREVIOUS_IMAGE) is up to date ($$inputs)"; \
+	else \
+		AGENT=codex HELPER=bin/agentbox-helper CODEX_VERSION=$(CODEX_VERSION_PREVIOUS) IMAGE_INPUTS=$$inputs examples/images/build-offline.sh $(CODEX_PREVIOUS_IMAGE); \
+	fi
+
+## test-codex-previous: the codex package's tests (runner conformance, e2e) against the previous CLI pin
+test-codex-previous: image-codex-previous
+	AGENTBOX_TEST_CODEX_IMAGE=$(CODEX_PREVIOUS_IMAGE) $(GO) test $(TEST_FLAGS) ./codex
+
 ## test-claude-previous: the claude package's tests (runner conformance, e2e) against the previous CLI pin
 test-claude-previous: image-previous
 	AGENTBOX_TEST_IMAGE=$(PREVIOUS_IMAGE) $(GO) test $(TEST_FLAGS) ./claude
@@ -62,11 +88,16 @@ vet:
 test: setup vet
 	$(GO) test $(TEST_FLAGS) ./...
 
-## fuzz: the differential fuzz targets of the one reading of a request body (FUZZTIME each); their corpora also run in make test
+## fuzz: the differential fuzz targets of the one reading of a request body, the Responses translations' and the codex parser's (FUZZTIME each); their corpora also run in make test
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzOneReading$$' -fuzztime $(FUZZTIME) ./middleware/openai
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./internal/strictjson
+	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./services/modelproxy/openairesponses
+	$(GO) test -run '^$$' -fuzz '^FuzzChatStream$$' -fuzztime $(FUZZTIME) ./services/modelproxy/openairesponses
+	$(GO) test -run '^$$' -fuzz '^FuzzMessagesStream$$' -fuzztime $(FUZZTIME) ./services/modelproxy/openairesponses
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./codex
+	$(GO) test -run '^$$' -fuzz '^FuzzTranslateStream$$' -fuzztime $(FUZZTIME) ./services/modelproxy/anthropicopenai
 
 ## lint: golangci-lint (pinned) with the layering rules of .golangci.yml
 lint:
@@ -80,12 +111,12 @@ clean:
 	rm -rf bin
 
 ## k8s-up: build (cached in /var/cache/agentbox-k8s, under nice unless K8S_NICE= is set) and start the offline single-node test cluster (root)
-k8s-up: image
+k8s-up: image image-codex
 	internal/testkit/k8s/build.sh
 	internal/testkit/k8s/up.sh
 
 ## test-k8s: the Kubernetes backend's tests on a real offline cluster: build (cached), bring-up, the cluster tests with AGENTBOX_K8S=1, teardown (always) with the host checked against its baseline
-test-k8s: image
+test-k8s: image image-codex
 	internal/testkit/k8s/test.sh
 
 ## k8s-down: tear the test cluster down and check the host is as before

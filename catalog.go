@@ -17,12 +17,21 @@ import (
 	"github.com/agentbox/agentbox/services/egress"
 	"github.com/agentbox/agentbox/services/modelproxy"
 	"github.com/agentbox/agentbox/services/modelproxy/anthropicopenai"
+	"github.com/agentbox/agentbox/services/modelproxy/openairesponses"
 )
 
 // DefaultSkillsDir is where an assistant's skills are placed, relative to
 // the agent's HOME (Sandbox.HomeFiles): Claude Code reads user skills there
 // ($CLAUDE_CONFIG_DIR/skills), outside the workspace the agent writes.
 const DefaultSkillsDir = ".claude/skills"
+
+// CodexSkillsDir is where a codex assistant's skills are placed, relative
+// to HOME: the Codex CLI reads user skills from $HOME/.agents/skills.
+const CodexSkillsDir = ".agents/skills"
+
+// skillsDirs are the skills directories of the runners that do not read
+// DefaultSkillsDir.
+var skillsDirs = map[string]string{config.CommandCodex: CodexSkillsDir}
 
 // ConfigOptions configure CatalogFromConfig.
 type ConfigOptions struct {
@@ -34,8 +43,9 @@ type ConfigOptions struct {
 	// routes it through the in-container helper); nil keeps the servers as
 	// declared.
 	MCP config.MCPTransform
-	// SkillsDir is where skills go, relative to the agent's HOME
-	// (DefaultSkillsDir when empty).
+	// SkillsDir is where skills go, relative to the agent's HOME, for
+	// every assistant; when empty each runner's own (DefaultSkillsDir,
+	// CodexSkillsDir for codex).
 	SkillsDir string
 }
 
@@ -45,9 +55,6 @@ type ConfigOptions struct {
 // connector's model, host and key, the runner's arguments, the MCP
 // configuration and its allowed tools. Every problem is reported at once.
 func CatalogFromConfig(g *config.Gateway, o ConfigOptions) (*middleware.StaticCatalog, error) {
-	if o.SkillsDir == "" {
-		o.SkillsDir = DefaultSkillsDir
-	}
 	if o.Hooks == nil {
 		o.Hooks = JSHooks(jsapi.Options{})
 	}
@@ -117,7 +124,14 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 	if c := ca.Connector; c != nil {
 		s.Run.Model = c.Model
 		s.Connector = middleware.Connector{Upstream: c.Host, Key: c.Key.Reveal()}
-		if c.Type == config.ConnectorOpenAI && sb.Command == "claude" {
+		if sb.Command == config.CommandCodex {
+			t, err := codexTranslate(c)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			s.Connector.Translate = t
+		}
+		if c.Type == config.ConnectorOpenAI && sb.Command == config.CommandClaude {
 			s.Connector.Translate = TranslateOpenAI(anthropicopenai.Options{ReasoningField: c.OpenAI.ReasoningField, ThinkingParam: c.OpenAI.Thinking,
 				StreamUsage: c.OpenAI.StreamUsage, MaxTokensCeiling: c.OpenAI.MaxTokens, MaxCompletionTokens: c.OpenAI.MaxCompletionTokens})
 		}
@@ -134,7 +148,11 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 		// agent's tools trust the gateway's CA (see stack.go).
 		s.Spec.Env = append(s.Spec.Env, egress.CAEnv(cmp.Or(s.Home, middleware.DefaultHome))...)
 	}
-	files, err := ca.SkillFiles(o.SkillsDir)
+	dir := o.SkillsDir
+	if dir == "" {
+		dir = cmp.Or(skillsDirs[sb.Command], DefaultSkillsDir)
+	}
+	files, err := ca.SkillFiles(dir)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -149,6 +167,31 @@ func fromConfig(ca *config.Assistant, o ConfigOptions) (*middleware.Assistant, e
 	}
 	a.Sandbox = s
 	return a, errors.Join(errs...)
+}
+
+// codexTranslate is the transport of a codex assistant's connector: none
+// for an openai connector that serves the Responses API (the CLI's calls
+// pass through), a translation to Chat Completions for another openai
+// connector and to the Messages API for an anthropic one.
+func codexTranslate(c *config.Connector) (func(middleware.Connector, string, http.RoundTripper, hclog.Logger) (http.RoundTripper, error), error) {
+	switch {
+	case c.Type == config.ConnectorOpenAI && c.OpenAI.API == config.OpenAIAPIResponses:
+		return nil, nil
+	case c.Type == config.ConnectorOpenAI:
+		o := openairesponses.ChatOptions{ReasoningField: c.OpenAI.ReasoningField, ThinkingParam: c.OpenAI.Thinking,
+			StreamUsage: c.OpenAI.StreamUsage, MaxTokensCeiling: c.OpenAI.MaxTokens, MaxCompletionTokens: c.OpenAI.MaxCompletionTokens}
+		return func(mc middleware.Connector, model string, base http.RoundTripper, log hclog.Logger) (http.RoundTripper, error) {
+			o := o
+			o.BaseURL, o.APIKey, o.Model, o.Client, o.Logger = mc.Upstream, mc.Key, model, base, log.Named("responses-chat")
+			return openairesponses.NewChat(o)
+		}, nil
+	case c.Type == config.ConnectorAnthropic:
+		return func(mc middleware.Connector, model string, base http.RoundTripper, log hclog.Logger) (http.RoundTripper, error) {
+			return openairesponses.NewMessages(openairesponses.MessagesOptions{BaseURL: mc.Upstream, APIKey: mc.Key, Model: model,
+				Client: base, Logger: log.Named("responses-messages")})
+		}, nil
+	}
+	return nil, fmt.Errorf("connector %q of type %q: the codex runner uses an openai or anthropic connector", c.ID, c.Type)
 }
 
 // TranslateOpenAI is a Connector.Translate for OpenAI-compatible Chat

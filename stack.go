@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbox/agentbox/claude"
+	"github.com/agentbox/agentbox/codex"
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/cursor"
 	"github.com/agentbox/agentbox/executor"
@@ -153,7 +154,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
 			return newExecutor(ctx, o, log)
 		},
-		Runners: []executor.Runner{claude.New(), cursor.New()},
+		Runners: []executor.Runner{claude.New(), codex.New(), cursor.New()},
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
 			return modelroute.New(mo), nil
 		},

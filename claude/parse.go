@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/internal/jsonl"
 	"github.com/agentbox/agentbox/internal/reminder"
+	"github.com/agentbox/agentbox/internal/runnerkit"
 )
 
 // ErrNoResult is matched by the error Parse returns when the CLI's output
@@ -24,70 +25,13 @@ var ErrNoResult = errors.New("claude: the CLI's output ended without a result")
 // IncompleteError is the error Parse returns for output without a result.
 // It matches ErrNoResult and unwraps to the read error that ended the
 // output, if any. WithExit adds how the process ended.
-type IncompleteError struct {
-	// Lines is the number of output lines read.
-	Lines int
-	// LastType is the type of the last JSON line ("assistant", ...).
-	LastType string
-	// Cause is the read error that ended the output (nil at a clean EOF).
-	Cause error
-	// Exit is the process's exit status when the caller knows it.
-	Exit *executor.ExecResult
-	// Stderr is the end of the CLI's stderr when the caller has it.
-	Stderr string
-}
-
-// Error implements error.
-func (e *IncompleteError) Error() string {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s (after %d lines", ErrNoResult, e.Lines)
-	if e.LastType != "" {
-		fmt.Fprintf(&sb, ", the last a %q", e.LastType)
-	}
-	sb.WriteString(")")
-	if e.Exit != nil {
-		if e.Exit.Signal != "" {
-			fmt.Fprintf(&sb, "; it was killed by %s", e.Exit.Signal)
-		} else {
-			fmt.Fprintf(&sb, "; it exited with code %d", e.Exit.ExitCode)
-		}
-		if e.Exit.OOMKilled {
-			sb.WriteString(" after running out of memory (raise the sandbox's memory limit)")
-		}
-	}
-	if e.Cause != nil {
-		fmt.Fprintf(&sb, ": %v", e.Cause)
-	}
-	if s := strings.TrimSpace(e.Stderr); s != "" {
-		fmt.Fprintf(&sb, "; stderr: %s", s)
-	} else {
-		sb.WriteString("; see the CLI's stderr")
-	}
-	return sb.String()
-}
-
-// Is makes errors.Is(err, ErrNoResult) true.
-func (e *IncompleteError) Is(target error) bool { return target == ErrNoResult }
-
-// Unwrap returns the read error that ended the output.
-func (e *IncompleteError) Unwrap() error { return e.Cause }
+type IncompleteError = runnerkit.IncompleteError
 
 // WithExit adds the CLI's exit status and the end of its stderr to an
 // error from Parse that reports a missing result; other errors are
 // returned unchanged.
 func WithExit(err error, res executor.ExecResult, stderr string) error {
-	var ie *IncompleteError
-	if !errors.As(err, &ie) {
-		return err
-	}
-	cp := *ie
-	cp.Exit = &res
-	const keep = 2 << 10
-	if len(stderr) > keep {
-		stderr = "…" + stderr[len(stderr)-keep:]
-	}
-	cp.Stderr = stderr
-	return &cp
+	return runnerkit.WithExit(err, res, stderr)
 }
 
 // textSeparator goes between text blocks that are not adjacent blocks of
@@ -132,7 +76,7 @@ func (r *Runner) Parse(ctx context.Context, stdout io.Reader, emit func(executor
 			if cause := context.Cause(ctx); ctx.Err() != nil && !errors.Is(err, cause) {
 				err = fmt.Errorf("%w (%w)", err, cause)
 			}
-			return p.fail(&IncompleteError{Lines: lines.Line(), LastType: p.lastType, Cause: err})
+			return p.fail(&IncompleteError{Sentinel: ErrNoResult, Lines: lines.Line(), LastType: p.lastType, Cause: err})
 		}
 		if err := p.line(line); err != nil {
 			return p.finish(), err
@@ -145,7 +89,7 @@ func (r *Runner) Parse(ctx context.Context, stdout io.Reader, emit func(executor
 		if ctx.Err() != nil {
 			return p.fail(fmt.Errorf("claude: parsing stopped: %w", context.Cause(ctx)))
 		}
-		return p.fail(&IncompleteError{Lines: lines.Line(), LastType: p.lastType})
+		return p.fail(&IncompleteError{Sentinel: ErrNoResult, Lines: lines.Line(), LastType: p.lastType})
 	}
 	return p.finish(), nil
 }

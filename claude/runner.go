@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"math"
 	"path"
 	"slices"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/internal/runnerkit"
 )
 
 // SettingSources is the CLI's --setting-sources: the user's settings only
@@ -158,9 +158,9 @@ func ParseArguments(args map[string]any) (Arguments, error) {
 		var err error
 		switch k {
 		case "max_turns":
-			a.MaxTurns, err = intArg(v, 1, 1000)
+			a.MaxTurns, err = runnerkit.IntArg(v, 1, 1000)
 		case "max_retries":
-			a.MaxRetries, err = intArg(v, 0, maxRetriesCap)
+			a.MaxRetries, err = runnerkit.IntArg(v, 0, maxRetriesCap)
 		case "permission_mode":
 			s, ok := v.(string)
 			if !ok || !slices.Contains(permissionModes, s) {
@@ -188,38 +188,6 @@ func ParseArguments(args map[string]any) (Arguments, error) {
 		return a, fmt.Errorf("%w: %s", executor.ErrInvalid, strings.Join(errs, "; "))
 	}
 	return a, nil
-}
-
-// intArg accepts a whole number (JSON numbers arrive as float64) in
-// [lo, hi].
-func intArg(v any, lo, hi int) (int, error) {
-	var n float64
-	switch x := v.(type) {
-	case int:
-		n = float64(x)
-	case int64:
-		n = float64(x)
-	case float64:
-		n = x
-	case json.Number:
-		f, err := x.Float64()
-		if err != nil {
-			return 0, fmt.Errorf("is %q, not a number", x)
-		}
-		n = f
-	case string:
-		f, err := strconv.ParseFloat(x, 64)
-		if err != nil {
-			return 0, fmt.Errorf("is %q, not a number", x)
-		}
-		n = f
-	default:
-		return 0, fmt.Errorf("is %v (%T), not a number", v, v)
-	}
-	if n != math.Trunc(n) || n < float64(lo) || n > float64(hi) {
-		return 0, fmt.Errorf("is %v; use a whole number from %d to %d", v, lo, hi)
-	}
-	return int(n), nil
 }
 
 // toolsArg accepts a list of tool names or one comma-separated string.
@@ -268,7 +236,7 @@ func (r *Runner) Invocation(req executor.RunRequest) (executor.Invocation, error
 	if err := checkSession(req, args); err != nil {
 		return executor.Invocation{}, err
 	}
-	system, prompt, err := splitConversation(req)
+	system, prompt, err := runnerkit.SplitConversation(req)
 	if err != nil {
 		return executor.Invocation{}, err
 	}

@@ -87,7 +87,19 @@ type OpenAIOptions struct {
 	MaxTokens int64 `json:"max_tokens,omitempty"`
 	// MaxCompletionTokens sends max_completion_tokens instead.
 	MaxCompletionTokens bool `json:"max_completion_tokens,omitempty"`
+	// API is the OpenAI API the provider serves to the codex runner:
+	// OpenAIAPIChat (the default) or OpenAIAPIResponses.
+	API string `json:"api,omitempty"`
 }
+
+// The APIs an openai connector may serve (OpenAIOptions.API).
+const (
+	// OpenAIAPIChat is Chat Completions ({host}/chat/completions).
+	OpenAIAPIChat = "chat_completions"
+	// OpenAIAPIResponses is the Responses API ({host}/responses), which the
+	// Codex CLI speaks: its calls are then passed through.
+	OpenAIAPIResponses = "responses"
+)
 
 const connSuffix = ".conn.yao"
 
@@ -188,7 +200,10 @@ func loadConnector(root, rel, id string, opts *LoadOptions, ps *problems) *Conne
 // another type each of them is an error, since it would have no effect.
 func loadOpenAIOptions(d *decoder, o *node, c *Connector) {
 	c.OpenAI.StreamUsage = true
-	for _, k := range []string{"reasoning_field", "thinking", "stream_usage", "max_tokens", "max_completion_tokens"} {
+	if c.Type == ConnectorOpenAI {
+		c.OpenAI.API = OpenAIAPIChat
+	}
+	for _, k := range []string{"api", "reasoning_field", "thinking", "stream_usage", "max_tokens", "max_completion_tokens"} {
 		v := o.get(k)
 		if v == nil {
 			continue
@@ -199,6 +214,8 @@ func loadOpenAIOptions(d *decoder, o *node, c *Connector) {
 			continue
 		}
 		switch k {
+		case "api":
+			c.OpenAI.API, _ = d.oneOf(v, p, []string{OpenAIAPIChat, OpenAIAPIResponses})
 		case "reasoning_field":
 			c.OpenAI.ReasoningField, _ = d.oneOf(v, p, []string{"reasoning_content", "reasoning"})
 		case "thinking":

@@ -82,6 +82,7 @@ const (
 // Commands (agent CLIs) a sandbox can run.
 const (
 	CommandClaude = "claude"
+	CommandCodex  = "codex"
 	CommandCursor = "cursor"
 )
 
@@ -163,6 +164,28 @@ var commands = []command{
 			"append_system_prompt": "put the instructions in prompts.yml (role: system); the runner passes them to the CLI",
 			"system_prompt":        "put the instructions in prompts.yml (role: system); the runner passes them to the CLI",
 			"model":                "the model is the connector's; point the assistant at another connector",
+		},
+	},
+	{
+		Name:         CommandCodex,
+		DefaultImage: "agentbox/sandbox-codex:latest",
+		Doc: "OpenAI's Codex CLI (`codex exec --json`); it speaks the Responses API, which the gateway's model proxy serves: passed through to an openai connector with `\"api\": \"responses\"`, translated to Chat Completions for another openai connector and to the Messages API for an anthropic one, so network \"none\" works. " +
+			"Its hooks, plugins, apps, goals, subagents, memories and hosted web search are off; MCP servers and skills work as for claude.",
+		ConnectorTypes: []string{ConnectorAnthropic, ConnectorOpenAI},
+		Arguments: []argument{
+			{Name: "model_profile", Type: argString, Doc: "the model the CLI is told it runs (`-m`), whose tools (apply_patch), instructions and context window it takes from its catalog; the model proxy still pins the connector's model. Default the connector's model; set a model the CLI knows, e.g. \"gpt-5.5\", for a connector model it does not (an Anthropic or local model), which otherwise gets a shell-only fallback"},
+			{Name: "context_window", Type: argInt, Min: 4096, Max: 10_000_000, Doc: "the context window in tokens the CLI plans for (`model_context_window`), when the connector's model has a smaller one than the profile's"},
+			{Name: "max_retries", Type: argInt, Min: 0, Max: 5, Doc: "the CLI's retries of a failed model call or broken stream (`stream_max_retries`, runner default 2)"},
+			{Name: "sessions", Type: argBool, Doc: "keep the CLI's own session (its turns, tool calls and results included) between the chat's turns and resume it (`codex exec resume`) when the client's history continues it; false sends earlier turns as text every time (runner default true)"},
+		},
+		Refused: map[string]string{
+			"append_system_prompt": "put the instructions in prompts.yml (role: system); the runner passes them as the CLI's developer instructions",
+			"system_prompt":        "put the instructions in prompts.yml (role: system); the runner passes them as the CLI's developer instructions",
+			"model":                "the model is the connector's; set model_profile for the tools and instructions the CLI uses",
+			"max_turns":            "the Codex CLI has no turn limit; bound a run with sandbox.budget (calls, tokens, wall)",
+			"permission_mode":      "the Codex CLI runs without approvals in the sandbox: the container is the boundary",
+			"allowed_tools":        "the Codex CLI's own tools are always on; MCP tools are allowed through mcp.servers",
+			"disallowed_tools":     "the Codex CLI cannot turn its own tools off one by one; MCP tools are allowed through mcp.servers",
 		},
 	},
 	{

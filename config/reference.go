@@ -29,10 +29,11 @@ var packageFields = []field{
 
 var connectorFields = []field{
 	{"label", "string", "", "display name"},
-	{"type", "string", "(required)", quoteList(connectorTypes) + "; claude uses anthropic or openai, cursor uses cursor"},
+	{"type", "string", "(required)", quoteList(connectorTypes) + "; claude and codex use anthropic or openai, cursor uses cursor"},
 	{"options.host", "string", "per type", "API base URL (http or https)"},
 	{"options.model", "string", "(required)", "model name"},
 	{"options.key", "string", "none", "API key, or \"$ENV.NAME\" to read it from the gateway's environment (an unset variable is an error)"},
+	{"options.api", "string", "\"chat_completions\"", "openai only: the API the provider serves, \"chat_completions\" or \"responses\" (OpenAI's own); a codex assistant's calls are passed through to a Responses provider and translated to Chat Completions otherwise; a claude assistant's go through Chat Completions either way"},
 	{"options.reasoning_field", "string", "both", "openai only: the field the provider streams reasoning in, \"reasoning_content\" (DeepSeek, Qwen, Kimi, vLLM before 0.10) or \"reasoning\" (OpenRouter, Ollama, vLLM 0.10+); it becomes thinking for the Claude CLI"},
 	{"options.thinking", "string", "none", "openai only: how to ask for reasoning when the CLI enables thinking, \"reasoning_effort\" (OpenAI o-series and gpt-5, OpenRouter, Groq) or \"enable_thinking\" (Qwen on DashScope, vLLM/SGLang serving Qwen3)"},
 	{"options.stream_usage", "boolean", "true", "openai only: send stream_options.include_usage (most providers send no usage in streams without it); false only for providers that refuse the field"},

@@ -54,7 +54,7 @@ type EnvironmentProber interface {
 // environmentTools are the programs whose versions a snapshot reports,
 // each with the argument that prints its version.
 var environmentTools = [][2]string{
-	{"claude", "--version"}, {"cursor-agent", "--version"}, {"node", "--version"}, {"npm", "--version"},
+	{"claude", "--version"}, {"codex", "--version"}, {"cursor-agent", "--version"}, {"node", "--version"}, {"npm", "--version"},
 	{"python3", "--version"}, {"pip3", "--version"}, {"git", "--version"}, {"go", "version"},
 	{"curl", "--version"}, {"rg", "--version"}, {"make", "--version"}, {"gcc", "--version"},
 	{"busybox", ""},

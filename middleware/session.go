@@ -383,10 +383,23 @@ func (r *run) openSession(ctx context.Context, runner executor.Runner, rr *execu
 		return nil
 	}
 	cs.id = rr.SessionID
-	if hist := rr.Messages[:max(0, len(rr.Messages)-1)]; hasTurns(hist) {
-		r.replay(ctx, sr, rr, cs)
+	_, seeds := sr.(seeder)
+	if hist := rr.Messages[:max(0, len(rr.Messages)-1)]; hasTurns(hist) || seeds {
+		if !r.replay(ctx, sr, rr, cs) && seeds {
+			r.log.Warn("the new session's transcript could not be placed; the run keeps no session", "session", cs.id)
+			rr.SessionID = ""
+			return nil
+		}
 	}
 	return cs
+}
+
+// seeder is a session runner whose CLI cannot start a session under an id
+// the gateway chooses (codex.Runner): every new session starts from the
+// transcript its ReplayTranscript writes (the earlier turns, or none) and
+// is resumed.
+type seeder interface {
+	SeedsSessions() bool
 }
 
 // replayer is a session runner that can write a new session's transcript
@@ -399,11 +412,12 @@ type replayer interface {
 // assistant turns, without model calls: the runner writes them as the
 // session's transcript, placed in HOME, and the CLI resumes it with just
 // the last message. When it cannot (another runner, a history of another
-// shape, a failed placement), the history reaches the agent as text.
-func (r *run) replay(ctx context.Context, sr sessionRunner, rr *executor.RunRequest, cs *chatSession) {
+// shape, a failed placement), the history reaches the agent as text and
+// replay reports false.
+func (r *run) replay(ctx context.Context, sr sessionRunner, rr *executor.RunRequest, cs *chatSession) bool {
 	rp, ok := sr.(replayer)
 	if !ok {
-		return
+		return false
 	}
 	data, anchors, err := rp.ReplayTranscript(*rr)
 	if err == nil {
@@ -411,7 +425,7 @@ func (r *run) replay(ctx context.Context, sr sessionRunner, rr *executor.RunRequ
 	}
 	if err != nil {
 		r.log.Debug("the history reaches the agent as text", "reason", err)
-		return
+		return false
 	}
 	rr.Resume = true
 	cs.resumed = true
@@ -421,6 +435,7 @@ func (r *run) replay(ctx context.Context, sr sessionRunner, rr *executor.RunRequ
 		cs.anchors = anchors
 	}
 	r.log.Debug("the history is replayed as the new session's turns", "session", cs.id, "messages", len(anchors))
+	return true
 }
 
 // hasTurns reports whether msgs hold a user or assistant message.

@@ -24,8 +24,15 @@ import (
 const (
 	demoUser      = "demo"
 	demoAssistant = "coder"
-	demoPrompt    = "Write hello.txt in the workspace, then show me its content with cat."
+	// demoCodex is the second sandboxed assistant the demo asks, which
+	// runs the Codex CLI.
+	demoCodex  = "codex"
+	demoPrompt = "Write hello.txt in the workspace, then show me its content with cat."
 )
+
+// demoAssistants are the assistants -demo asks, in order, when no
+// -demo-assistant names one: those of them the gateway directory has.
+var demoAssistants = []string{demoAssistant, demoCodex}
 
 // extension is the agentbox object of a streamed chunk (see
 // middleware/openai's doc).
@@ -65,15 +72,48 @@ type demoResult struct {
 	FileData []byte
 }
 
-// runDemo sends one streamed chat request for the coder assistant through
-// the official OpenAI Go SDK, printing the text, the tool activity and the
-// hook messages as they arrive, then the usage and the file the agent
-// wrote in the chat's workspace on the host.
-func runDemo(ctx context.Context, g *Gateway, o Options, out io.Writer) error {
+// runDemo sends the demo request to each of assistants in turn (a chat of
+// its own each), printing its answer as runDemoOne does.
+func runDemo(ctx context.Context, g *Gateway, o Options, assistants []string, out io.Writer) error {
+	for i, a := range assistants {
+		ca := g.Config.Assistants[a]
+		if ca == nil || ca.Sandbox == nil {
+			return fmt.Errorf("demo: %q is not a sandboxed assistant of %s; name one with -demo-assistant", a, o.Dir)
+		}
+		if i > 0 {
+			_, _ = fmt.Fprintf(out, "\n----\n\n")
+		}
+		if err := runDemoOne(ctx, g, o, a, out); err != nil {
+			return fmt.Errorf("demo of %s (%s): %w", a, ca.Sandbox.Command, err)
+		}
+	}
+	return nil
+}
+
+// demoTargets are the assistants -demo asks: the one named, or those of
+// demoAssistants the directory has.
+func demoTargets(cfg *config.Gateway, named string) []string {
+	if named != "" {
+		return []string{named}
+	}
+	var out []string
+	for _, a := range demoAssistants {
+		if ca := cfg.Assistants[a]; ca != nil && ca.Sandbox != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// runDemoOne sends one streamed chat request for assistant through the
+// official OpenAI Go SDK, printing the text, the tool activity and the hook
+// messages as they arrive, then the usage and the file the agent wrote in
+// the chat's workspace on the host.
+func runDemoOne(ctx context.Context, g *Gateway, o Options, assistant string, out io.Writer) error {
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format, args...) }
-	chat := fmt.Sprintf("demo-%d", time.Now().Unix())
-	p("POST %s/v1/chat/completions  model=%s user=%s chat=%s stream=true\n> %s\n\n", g.URL, demoAssistant, demoUser, chat, demoPrompt)
-	res, err := demoRequest(ctx, g.URL, chat, demoPrompt, func(ext extension, text string) {
+	chat := fmt.Sprintf("demo-%s-%d", assistant, time.Now().Unix())
+	p("POST %s/v1/chat/completions  model=%s user=%s chat=%s stream=true\n> %s\n\n", g.URL, assistant, demoUser, chat, demoPrompt)
+	res, err := assistantRequest(ctx, newClient(g.URL, demoUser, chat), assistant, chat, demoPrompt, func(ext extension, text string) {
 		switch {
 		case text != "":
 			p("%s", text)
@@ -101,7 +141,7 @@ func runDemo(ctx context.Context, g *Gateway, o Options, out io.Writer) error {
 			p("\n(real model: the file it wrote, if any, is in the chat's workspace claim)\n")
 			return nil
 		}
-		data, err := readPodWorkspace(ctx, g, o, chat, scriptedapi.DemoFile)
+		data, err := readPodWorkspace(ctx, g, o, assistant, chat, scriptedapi.DemoFile)
 		if err != nil {
 			return fmt.Errorf("the scripted agent should have written %s: %w", scriptedapi.DemoFile, err)
 		}
@@ -136,17 +176,22 @@ func newClient(url, user, chat string, more ...option.RequestOption) sdk.Client 
 		option.WithHeader("X-Agentbox-User", user), option.WithHeader("X-Agentbox-Chat", chat)}, more...)...)
 }
 
-// demoRequest streams one chat completion for chat, calling on for every
-// text delta (text) and every agentbox extension object (ext), and returns
-// the accumulated result.
+// demoRequest streams one chat completion of the demo assistant for chat,
+// calling on for every text delta (text) and every agentbox extension
+// object (ext), and returns the accumulated result.
 func demoRequest(ctx context.Context, url, chat, prompt string, on func(ext extension, text string)) (*demoResult, error) {
 	return chatRequest(ctx, newClient(url, demoUser, chat), chat, prompt, on)
 }
 
 // chatRequest is demoRequest with a client of any user.
 func chatRequest(ctx context.Context, client sdk.Client, chat, prompt string, on func(ext extension, text string)) (*demoResult, error) {
+	return assistantRequest(ctx, client, demoAssistant, chat, prompt, on)
+}
+
+// assistantRequest is chatRequest for any assistant.
+func assistantRequest(ctx context.Context, client sdk.Client, assistant, chat, prompt string, on func(ext extension, text string)) (*demoResult, error) {
 	stream := client.Chat.Completions.NewStreaming(ctx, sdk.ChatCompletionNewParams{
-		Model:         demoAssistant,
+		Model:         assistant,
 		Messages:      []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage(prompt)},
 		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
 	})
@@ -186,11 +231,11 @@ func chatRequest(ctx context.Context, client sdk.Client, chat, prompt string, on
 }
 
 // readPodWorkspace reads a file of the demo chat's workspace on the
-// kubernetes executor: through a pod of the coder's image on the chat's
-// claim (the pod of the request is gone by then), from an executor of its
-// own.
-func readPodWorkspace(ctx context.Context, g *Gateway, o Options, chat, name string) ([]byte, error) {
-	a, err := g.catalog.Lookup(ctx, demoAssistant)
+// kubernetes executor: through a pod of the assistant's image on the
+// chat's claim (the pod of the request is gone by then), from an executor
+// of its own.
+func readPodWorkspace(ctx context.Context, g *Gateway, o Options, assistant, chat, name string) ([]byte, error) {
+	a, err := g.catalog.Lookup(ctx, assistant)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/agentbox/agentbox/executor/local"
 	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
 	"github.com/agentbox/agentbox/internal/testkit/scriptedopenai"
+	"github.com/agentbox/agentbox/internal/testkit/scriptedresponses"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/services/mcphost"
 )
@@ -115,6 +116,10 @@ type Gateway struct {
 	// PlainModel answers Model's OpenAI-compatible /v1/chat/completions,
 	// which plain assistants use (see upstream); nil when Model is.
 	PlainModel *scriptedopenai.Server
+	// CodexModel answers Model's /v1/responses, which the Codex CLI of a
+	// codex assistant on an offline openai connector calls; nil when Model
+	// is.
+	CodexModel *scriptedresponses.Server
 	// Config is the loaded gateway directory.
 	Config *config.Gateway
 
@@ -221,10 +226,16 @@ func (g *Gateway) load(o Options) (*config.Gateway, error) {
 		}
 		if g.Model == nil {
 			g.PlainModel = scriptedopenai.New(scriptedopenai.WithScript(offlinePlain))
+			g.CodexModel = scriptedresponses.New(scriptedresponses.WithScript(offlineCodex))
 			g.Model = scriptedapi.Start(scriptedapi.WithScript(offlineScript), scriptedapi.WithChatCompletions(g.PlainModel),
-				scriptedapi.WithLogger(g.log.Named("scripted-model")))
+				scriptedapi.WithResponses(g.CodexModel), scriptedapi.WithLogger(g.log.Named("scripted-model")))
 		}
 		c.Host = g.Model.URL
+		if c.Type == config.ConnectorOpenAI {
+			// An OpenAI-compatible host is its API base URL, version
+			// included.
+			c.Host += "/v1"
+		}
 		offline = append(offline, c.ID)
 	}
 	if len(offline) > 0 {
@@ -259,6 +270,34 @@ func offlineScript(r *scriptedapi.Request) scriptedapi.Turn {
 		return scriptedapi.Call("mcp__gateway__whoami", map[string]any{})
 	}
 	return scriptedapi.Demo(executor.ContainerWorkdir)(r)
+}
+
+// offlineCodex answers the offline demo's Codex CLI as offlineScript
+// answers Claude Code: "$ command" runs the command with exec_command,
+// "who am i" calls the gateway's whoami tool, and another request gets
+// scriptedresponses' Demo, which writes hello.txt with apply_patch and
+// runs cat on it.
+func offlineCodex(r *scriptedresponses.Request) scriptedresponses.Turn {
+	res := r.NewToolResults()
+	if cmd, ok := strings.CutPrefix(r.UserPrompt(), "$ "); ok {
+		if len(res) > 0 {
+			return scriptedresponses.Say(fmt.Sprintf("`%s` printed:\n%s", cmd, res[len(res)-1].CommandOutput()))
+		}
+		return scriptedresponses.Turn{Calls: []scriptedresponses.Call{scriptedresponses.Shell(cmd)}}
+	}
+	if strings.Contains(strings.ToLower(r.UserPrompt()), "who am i") {
+		// The CLI offers an MCP server's tools as a namespace, or, for a
+		// model with tool search, behind its tool_search.
+		whoami := scriptedresponses.Call{Name: "whoami", Namespace: "mcp__gateway", Arguments: "{}"}
+		switch {
+		case len(res) > 0 && res[len(res)-1].Name == "whoami":
+			return scriptedresponses.Say("The gateway says:\n" + res[len(res)-1].CommandOutput())
+		case len(res) > 0 || r.Offers("mcp__gateway"):
+			return scriptedresponses.Turn{Calls: []scriptedresponses.Call{whoami}}
+		}
+		return scriptedresponses.Turn{Calls: []scriptedresponses.Call{scriptedresponses.SearchTools("whoami")}}
+	}
+	return scriptedresponses.Demo()(r)
 }
 
 // offlinePlain answers a plain assistant's chat request offline with a

@@ -75,9 +75,11 @@ func managedContainers(t *testing.T, data string) []string {
 }
 
 // TestDemo runs the main job as `make demo` does: one streamed sandboxed
-// request whose agent writes a file, which is then on the host.
+// request to each sandboxed assistant (coder on Claude Code, codex on the
+// Codex CLI), whose agent writes a file, which is then on the host.
 func TestDemo(t *testing.T) {
 	testenv.RequireImage(t)
+	testenv.RequireCodexImage(t)
 	data := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"-demo", "-dir", "..", "-data", data, "-offline", "always", "-helper", testenv.HelperBinary(t)}, &stdout, &stderr)
@@ -88,10 +90,15 @@ func TestDemo(t *testing.T) {
 	assert.Contains(t, stderr.String(), "no file past max_disk", "and its bound")
 	files, err := filepath.Glob(filepath.Join(data, executor.WorkspacesDir, "*", scriptedapi.DemoFile))
 	require.NoError(t, err)
-	require.Len(t, files, 1, "the agent's file is in the chat's workspace")
-	got, err := os.ReadFile(files[0])
-	require.NoError(t, err)
-	assert.Equal(t, scriptedapi.DemoContent, string(got))
+	require.Len(t, files, 2, "each agent's file is in its chat's workspace")
+	for _, f := range files {
+		got, err := os.ReadFile(f)
+		require.NoError(t, err)
+		assert.Equal(t, scriptedapi.DemoContent, string(got))
+	}
+	assert.Contains(t, stdout.String(), "model=coder")
+	assert.Contains(t, stdout.String(), "model=codex", "the Codex assistant answered too")
+	assert.Equal(t, 2, strings.Count(stdout.String(), "Done. `cat hello.txt` printed: hello from the sandbox"))
 	assert.Contains(t, stdout.String(), "[tool] Write")
 	assert.Contains(t, stdout.String(), "[tool] Bash")
 	assert.Contains(t, stdout.String(), "[hook replace text]", "the Create hook's UI message reached the client")

@@ -1,19 +1,22 @@
 // Command gateway is a runnable example of an LLM gateway with the agentbox
 // middleware in its handler chain. It serves the OpenAI-compatible API
 // (POST /v1/chat/completions, GET /v1/models) for the assistants of a
-// gateway directory (default: examples/, with assistants/coder sandboxed
-// and assistants/qa plain). Requests for a sandboxed assistant run the
-// Claude Code CLI in a Docker container; the others go to the gateway's own
-// next handler, which calls the assistant's connector directly.
+// gateway directory (default: examples/, with assistants/coder and
+// assistants/codex sandboxed and assistants/qa plain). Requests for a
+// sandboxed assistant run its agent CLI (Claude Code for coder, OpenAI's
+// Codex CLI for codex) in a Docker container; the others go to the
+// gateway's own next handler, which calls the assistant's connector
+// directly.
 //
 // With no API key in the environment the connectors answer from a built-in
 // scripted model server, so that the whole flow runs offline; the log says
-// so loudly. Export ANTHROPIC_API_KEY to use the real API.
+// so loudly. Export ANTHROPIC_API_KEY and OPENAI_API_KEY to use the real
+// APIs.
 //
 // Usage:
 //
 //	go run ./examples/gateway [-addr 127.0.0.1:8080] [-dir examples] [-data DIR] [-quota loop]
-//	go run ./examples/gateway -demo   # start, send one sandboxed request, print, exit
+//	go run ./examples/gateway -demo   # start, send the sandboxed request to coder and codex, print, exit
 //
 // Then, for example:
 //
@@ -66,7 +69,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Admission.MaxWait, "max-queue-wait", 0, "longest wait for a sandbox, the chat's lease included, before 429 (0: 5m)")
 	fs.BoolVar(&o.Admission.Off, "no-admission", false, "turn admission control off: every request starts its sandbox at once")
 	fs.StringVar(&o.OTLPEndpoint, "otlp", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "OTLP/HTTP endpoint for traces, e.g. http://127.0.0.1:4318 (default $OTEL_EXPORTER_OTLP_ENDPOINT; metrics are on /metrics)")
-	demo := fs.Bool("demo", false, "start on a free port, send one sandboxed chat request, print the answer and the file, exit")
+	demo := fs.Bool("demo", false, "start on a free port, send the sandboxed chat request to coder (Claude Code) and then codex (the Codex CLI), print each answer and file, exit")
+	demoOnly := fs.String("demo-assistant", "", "with -demo: ask this sandboxed assistant only (coder, codex, or one of -dir's)")
 	level := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -86,6 +90,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Logger = hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.LevelFromString(*level), Output: stderr})
+	if *demoOnly != "" && !*demo {
+		_, _ = fmt.Fprintf(stderr, "gateway: -demo-assistant chooses the assistant of -demo; add -demo\n")
+		return 2
+	}
 	if *demo && o.Addr == "127.0.0.1:8080" {
 		o.Addr = "127.0.0.1:0"
 	}
@@ -95,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *demo {
-		err = runDemo(ctx, g, o, stdout)
+		err = runDemo(ctx, g, o, demoTargets(g.Config, *demoOnly), stdout)
 	} else {
 		<-ctx.Done()
 		o.Logger.Info("shutting down")

@@ -1,29 +1,44 @@
 #!/usr/bin/env bash
-# Builds the sandbox image for the claude runner without any registry pull:
-# the root filesystem is assembled on the host from
+# Builds the sandbox image for the claude runner (AGENT=claude, the default)
+# or the codex runner (AGENT=codex) without any registry pull: the root
+# filesystem is assembled on the host from
 #   - Debian's busybox-static (the userland: sh, ls, cat, timeout, ...),
-#   - bash and the shared libraries ldd lists for it (Claude Code's Bash tool
-#     runs commands with bash),
-#   - the Claude Code CLI's native binary from the npm registry at a pinned
-#     version, with the shared libraries ldd lists for it,
+#   - bash and the shared libraries ldd lists for it (both CLIs run the
+#     agent's commands with bash),
+#   - the CLI's native binary from the npm registry at a pinned version: for
+#     claude @anthropic-ai/claude-code-linux-x64's, with the shared libraries
+#     ldd lists for it; for codex @openai/codex's platform package
+#     (@openai/codex@<version>-linux-x64, the optional dependency
+#     @openai/codex-linux-x64 of @openai/codex): its static musl binary and
+#     the ripgrep it ships, in the package's own layout,
 #   - CA certificates, a non-root user "agent" (1000:1000), /workspace,
 #   - the agentbox helper (static Go binary) when HELPER=path is given,
 # and imported with `docker import`.
 #
 # Usage: examples/images/build-offline.sh [TAG]
 # Environment:
-#   CLAUDE_CODE_VERSION  pinned CLI version (default: the one in VERSIONS)
-#   CLAUDE_BIN           an installed native CLI binary of that version to use
+#   AGENT                claude (default) or codex
+#   CLAUDE_CODE_VERSION  pinned claude version (default: the one in VERSIONS)
+#   CLAUDE_BIN           an installed native claude binary of that version to use
 #                        (e.g. from `npm install -g @anthropic-ai/claude-code`)
+#   CODEX_VERSION        pinned codex version (default: the one in VERSIONS)
+#   CODEX_VENDOR         an installed codex platform directory of that version to
+#                        use (the one holding bin/codex and codex-path/, e.g. from
+#                        `npm install -g @openai/codex`)
 #   HELPER               path of a linux/amd64 agentbox-helper binary to bake in
-#   CACHE_DIR            where the npm tarball is kept (default ~/.cache/agentbox)
+#   CACHE_DIR            where the npm tarballs are kept (default ~/.cache/agentbox)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=VERSIONS
 . "$here/VERSIONS"
-version=${CLAUDE_CODE_VERSION:-$CLAUDE_CODE_VERSION_PINNED}
-tag=${1:-agentbox/sandbox-claude:latest}
+agent=${AGENT:-claude}
+case "$agent" in
+claude) version=${CLAUDE_CODE_VERSION:-$CLAUDE_CODE_VERSION_PINNED} ;;
+codex) version=${CODEX_VERSION:-$CODEX_VERSION_PINNED} ;;
+*) echo "build-offline: AGENT=$agent: use claude or codex" >&2; exit 1 ;;
+esac
+tag=${1:-agentbox/sandbox-$agent:latest}
 cache=${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agentbox}
 
 die() { echo "build-offline: $*" >&2; exit 1; }
@@ -34,23 +49,42 @@ busybox=$(command -v busybox || true)
 	die "a static busybox is required: apt-get install busybox-static"
 bash_bin=$(command -v bash)
 
-# The CLI's native binary: CLAUDE_BIN, or the platform package from the npm
-# registry, cached.
+# npm_fetch NAME SPEC FILE: the npm package SPEC unpacked in $cache/NAME,
+# unless $cache/NAME/package/FILE is there already.
 mkdir -p "$cache"
-pkg="$cache/claude-code-linux-x64-$version"
-if [ -n "${CLAUDE_BIN:-}" ]; then
-	claude_bin=$(readlink -f "$CLAUDE_BIN")
-elif [ ! -x "$pkg/package/claude" ]; then
-	command -v npm >/dev/null || die "npm is required to fetch @anthropic-ai/claude-code-linux-x64@$version"
+npm_fetch() {
+	local pkg="$cache/$1"
+	[ -e "$pkg/package/$3" ] && return
+	command -v npm >/dev/null || die "npm is required to fetch $2"
 	rm -rf "$pkg.tmp" && mkdir -p "$pkg.tmp"
-	(cd "$pkg.tmp" && npm pack --silent "@anthropic-ai/claude-code-linux-x64@$version" >/dev/null &&
-		tar xzf anthropic-ai-claude-code-linux-x64-"$version".tgz && rm -f ./*.tgz)
+	(cd "$pkg.tmp" && npm pack --silent "$2" >/dev/null && tar xzf ./*.tgz && rm -f ./*.tgz)
 	rm -rf "$pkg" && mv "$pkg.tmp" "$pkg"
+}
+
+# The CLI's native binary: CLAUDE_BIN or CODEX_VENDOR, or the platform
+# package from the npm registry, cached.
+if [ "$agent" = claude ]; then
+	if [ -n "${CLAUDE_BIN:-}" ]; then
+		claude_bin=$(readlink -f "$CLAUDE_BIN")
+	else
+		npm_fetch "claude-code-linux-x64-$version" "@anthropic-ai/claude-code-linux-x64@$version" claude
+		claude_bin=$cache/claude-code-linux-x64-$version/package/claude
+	fi
+	file -L "$claude_bin" | grep -q 'ELF 64-bit' || die "$claude_bin is not the CLI's native linux binary"
+	got=$("$claude_bin" --version 2>/dev/null | awk '{print $1}')
+	[ "$got" = "$version" ] || die "$claude_bin reports version '$got', want $version (remove the cached package or fix CLAUDE_BIN)"
+else
+	triple=x86_64-unknown-linux-musl
+	if [ -n "${CODEX_VENDOR:-}" ]; then
+		codex_dir=$(readlink -f "$CODEX_VENDOR")
+	else
+		npm_fetch "codex-linux-x64-$version" "@openai/codex@$version-linux-x64" "vendor/$triple/bin/codex"
+		codex_dir=$cache/codex-linux-x64-$version/package/vendor/$triple
+	fi
+	file -L "$codex_dir/bin/codex" | grep -q 'ELF 64-bit.*static' || die "$codex_dir/bin/codex is not the CLI's static linux binary"
+	got=$("$codex_dir/bin/codex" --version 2>/dev/null | awk '{print $2}')
+	[ "$got" = "$version" ] || die "$codex_dir/bin/codex reports version '$got', want $version (remove the cached package or fix CODEX_VENDOR)"
 fi
-claude_bin=${claude_bin:-$pkg/package/claude}
-file -L "$claude_bin" | grep -q 'ELF 64-bit' || die "$claude_bin is not the CLI's native linux binary"
-got=$("$claude_bin" --version 2>/dev/null | awk '{print $1}')
-[ "$got" = "$version" ] || die "$claude_bin reports version '$got', want $version (remove $pkg or fix CLAUDE_BIN)"
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
@@ -74,7 +108,25 @@ copy_with_libs() {
 }
 rm -f "$root/bin/bash"
 copy_with_libs "$bash_bin" /bin/bash
-copy_with_libs "$claude_bin" /usr/local/bin/claude
+if [ "$agent" = claude ]; then
+	copy_with_libs "$claude_bin" /usr/local/bin/claude
+else
+	# The package's layout: the CLI finds its ripgrep (codex-path) beside
+	# its own binary. Static binaries: no libraries to copy. The sandbox's
+	# bubblewrap, the voice and code-mode hosts stay out: the runner turns
+	# the CLI's own sandbox off, and the rest are interactive features.
+	mkdir -p "$root/usr/local/lib/codex/bin" "$root/usr/local/lib/codex/codex-path"
+	cp "$codex_dir/bin/codex" "$root/usr/local/lib/codex/bin/codex"
+	cp "$codex_dir/codex-path/rg" "$root/usr/local/lib/codex/codex-path/rg"
+	cp "$codex_dir/codex-package.json" "$root/usr/local/lib/codex/codex-package.json"
+	ln -s ../lib/codex/bin/codex "$root/usr/local/bin/codex"
+	ln -s ../lib/codex/codex-path/rg "$root/usr/local/bin/rg"
+	# The CLI runs the agent's commands with LC_ALL=C.UTF-8; without glibc's
+	# C.UTF-8 locale every command's output starts with bash's warning.
+	[ -d /usr/lib/locale/C.utf8 ] || die "glibc's C.UTF-8 locale is missing at /usr/lib/locale/C.utf8 (Debian's libc-bin has it)"
+	mkdir -p "$root/usr/lib/locale"
+	cp -r /usr/lib/locale/C.utf8 "$root/usr/lib/locale/"
+fi
 
 if [ -n "${HELPER:-}" ]; then
 	file "$HELPER" | grep -q 'statically linked' || die "HELPER=$HELPER is not a static binary (build it with CGO_ENABLED=0)"
@@ -96,6 +148,11 @@ GROUP
 echo "hosts: files" >"$root/etc/nsswitch.conf"
 printf '127.0.0.1 localhost\n::1 localhost\n' >"$root/etc/hosts"
 
+# The label naming the CLI's version, which the e2e tests read.
+label=claude-code-version
+if [ "$agent" = codex ]; then
+	label=codex-version
+fi
 chown -R 0:0 "$root"
 chown 1000:1000 "$root/home/agent" "$root/workspace"
 tar --numeric-owner -C "$root" -c . |
@@ -105,8 +162,8 @@ tar --numeric-owner -C "$root" -c . |
 		-c 'ENV SHELL=/bin/bash' \
 		-c 'USER 1000:1000' \
 		-c 'WORKDIR /workspace' \
-		-c "LABEL io.agentbox.image.claude-code-version=$version" \
+		-c "LABEL io.agentbox.image.$label=$version" \
 		-c "LABEL io.agentbox.image.inputs=${IMAGE_INPUTS:-}" \
-		-m "agentbox offline sandbox image (claude-code $version)" \
+		-m "agentbox offline sandbox image ($label $version)" \
 		- "$tag" >/dev/null
-echo "build-offline: built $tag (claude-code $version$([ -n "${HELPER:-}" ] && echo ", helper baked in"))"
+echo "build-offline: built $tag ($label $version$([ -n "${HELPER:-}" ] && echo ", helper baked in"))"

@@ -172,7 +172,7 @@ func (p *Router) OpenToken(ctx context.Context, sb executor.Sandbox, a *middlewa
 		Upstream: a.Sandbox.Connector.Upstream, APIKey: a.Sandbox.Connector.Key, Token: tok,
 		MaxRequestBytes: p.opts.MaxRequestBytes, Budget: budget, Client: client,
 		Model: a.Sandbox.Run.Model, AllowedModels: p.opts.AllowedModels, MaxOutputTokens: p.opts.MaxOutputTokens,
-		MaxConcurrent: p.opts.MaxConcurrent, Bodies: p.bodies, Logger: log,
+		MaxConcurrent: p.opts.MaxConcurrent, Bodies: p.bodies, Logger: log, API: apiOf(a),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("modelroute: model route of %q: %w", a.ID, err)

@@ -91,7 +91,7 @@ func BenchmarkPolicy(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		path, _, f := endpoint(r)
+		path, _, f := messagesSpec.endpoint(r)
 		if f != nil {
 			b.Fatal(f.reason)
 		}

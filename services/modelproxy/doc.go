@@ -22,6 +22,23 @@
 // and meters every call's usage as it streams past. Keys and tokens are
 // never logged.
 //
+// The proxy serves one model API (Options.API): Anthropic's Messages API,
+// which Claude Code speaks (the default, as above), or OpenAI's Responses
+// API, which the Codex CLI speaks. For the Responses API it forwards POST
+// /v1/responses alone (to the connector's base URL, /v1 included, plus
+// /responses; the compaction and retrieval endpoints and every other path
+// are refused), refuses the fields that read or write what the connector's
+// account keeps for every tenant of its key (previous_response_id,
+// conversation, prompt, store other than false, background) and every tool
+// type but those the agent runs itself (function, custom, local_shell and
+// namespaces of them: hosted web search, file search, code interpreter,
+// computer use, remote MCP and image generation are refused), caps
+// max_output_tokens, sends the key as a bearer token, answers its own
+// errors in OpenAI's shape and meters response.completed's usage (input
+// tokens less the cached ones, which are cache reads). A connector that
+// serves another API is reached through a translating transport
+// (Options.Client; see anthropicopenai and its siblings).
+//
 // Between requests, a WarmUp serves the same socket for a pre-started CLI's
 // warm-up call: the token alone, POST /v1/messages alone, the body dropped
 // and a canned answer given by the gateway itself; nothing reaches the

@@ -3,8 +3,6 @@ package modelproxy
 import (
 	"bytes"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/agentbox/agentbox/executor"
 )
 
@@ -15,10 +13,10 @@ const maxMeterLine = 1 << 20
 // maxMeterJSON is the largest non-streamed body kept for reading usage.
 const maxMeterJSON = 8 << 20
 
-// meter reads usage from a Messages API response as it streams past:
-// message_start's message.usage, overridden field by field by
-// message_delta's cumulative usage (SSE), or the body's usage (JSON).
+// meter reads usage from a response as it streams past, in its API's way
+// (apiSpec.usage for each SSE data line, usageJSON for a JSON body).
 type meter struct {
+	api     *apiSpec
 	sse     bool
 	line    []byte
 	skip    bool // inside a line longer than maxMeterLine
@@ -27,7 +25,7 @@ type meter struct {
 	usage   executor.Usage
 }
 
-func newMeter(sse bool) *meter { return &meter{sse: sse} }
+func newMeter(api *apiSpec, sse bool) *meter { return &meter{api: api, sse: sse} }
 
 // Write feeds response bytes; it never fails.
 func (m *meter) Write(p []byte) {
@@ -64,38 +62,15 @@ func (m *meter) Write(p []byte) {
 }
 
 func (m *meter) sseLine(line []byte) {
-	data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:"))
-	if !ok {
-		return
+	if data := dataLine(line); data != nil {
+		m.api.usage(data, &m.usage)
 	}
-	switch gjson.GetBytes(data, "type").String() {
-	case "message_start":
-		m.merge(gjson.GetBytes(data, "message.usage"))
-	case "message_delta":
-		m.merge(gjson.GetBytes(data, "usage"))
-	}
-}
-
-// merge sets the fields present in u.
-func (m *meter) merge(u gjson.Result) {
-	if !u.IsObject() {
-		return
-	}
-	set := func(dst *int64, key string) {
-		if v := u.Get(key); v.Exists() && v.Type == gjson.Number {
-			*dst = v.Int()
-		}
-	}
-	set(&m.usage.InputTokens, "input_tokens")
-	set(&m.usage.OutputTokens, "output_tokens")
-	set(&m.usage.CacheCreationInputTokens, "cache_creation_input_tokens")
-	set(&m.usage.CacheReadInputTokens, "cache_read_input_tokens")
 }
 
 // Usage returns what the response reported (zero when it had none).
 func (m *meter) Usage() executor.Usage {
 	if !m.sse && !m.overCap && len(m.body) > 0 {
-		m.merge(gjson.GetBytes(m.body, "usage"))
+		m.api.usageJSON(m.body, &m.usage)
 		m.body = nil
 	}
 	return m.usage

@@ -42,13 +42,14 @@ type refusal struct {
 	reason  string // to the log
 }
 
-func (f *refusal) write(w http.ResponseWriter) {
-	writeError(w, f.status, f.errType, "agentbox: "+f.msg)
+func (f *refusal) write(w http.ResponseWriter, api *apiSpec) {
+	api.writeError(w, f.status, f.errType, "agentbox: "+f.msg)
 }
 
-func forbidden(reason string) *refusal {
+// forbidden refuses a request target of api for reason.
+func forbidden(api *apiSpec, reason string) *refusal {
 	return &refusal{status: http.StatusForbidden, errType: "permission_error", reason: reason,
-		msg: "the sandbox's model proxy forwards only POST " + PathMessages + " and POST " + PathCountTokens + "; " + reason}
+		msg: "the sandbox's model proxy forwards only POST " + strings.Join(api.paths, " and POST ") + "; " + reason}
 }
 
 func badRequest(format string, args ...any) *refusal {
@@ -60,15 +61,15 @@ func badRequest(format string, args ...any) *refusal {
 // "/v1/messages/../files", "/v1/messages/%2e%2e/files", "//v1/messages",
 // "/v1%2Fmessages" and absolute-form targets all fail) and returns the
 // path and query to forward.
-func endpoint(r *http.Request) (path, query string, f *refusal) {
+func (s *apiSpec) endpoint(r *http.Request) (path, query string, f *refusal) {
 	path, query, _ = strings.Cut(r.RequestURI, "?")
 	switch {
-	case path != PathMessages && path != PathCountTokens:
-		return "", "", forbidden(fmt.Sprintf("%s %s is not one of them", r.Method, clip(path)))
+	case !s.hasPath(path):
+		return "", "", forbidden(s, fmt.Sprintf("%s %s is not one of them", r.Method, clip(path)))
 	case r.Method != http.MethodPost:
-		return "", "", forbidden(fmt.Sprintf("method %s is not allowed", clip(r.Method)))
-	case query != "" && query != allowedQuery:
-		return "", "", forbidden(fmt.Sprintf("query %q is not allowed (only %q)", clip(query), allowedQuery))
+		return "", "", forbidden(s, fmt.Sprintf("method %s is not allowed", clip(r.Method)))
+	case query != "" && (s.query == "" || query != s.query):
+		return "", "", forbidden(s, fmt.Sprintf("query %q is not allowed", clip(query)))
 	}
 	return path, query, nil
 }
@@ -146,7 +147,7 @@ type shaped struct {
 // "type": "web_fetch_..."} is one tool to a reader keeping the first name
 // and another to one keeping the last).
 func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
-	if _, err := strictjson.Read(body, strictjson.Options{Names: bodyKeys, MaxDepth: maxJSONDepth}); err != nil {
+	if _, err := strictjson.Read(body, strictjson.Options{Names: p.api.bodyKeys, MaxDepth: maxJSONDepth}); err != nil {
 		return nil, badRequest("the request body is not valid JSON: %v", err)
 	}
 	// The body is not changed while doc is in use; the string view avoids
@@ -162,22 +163,20 @@ func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
 		members++
 		key := k.String()
 		switch {
-		case !slices.Contains(bodyKeys, key):
+		case !slices.Contains(p.api.bodyKeys, key):
 			f = badRequest("the request field %q is not allowed through the sandbox's model proxy", clip(key))
 		case key == "tools" && v.IsArray():
 			v.ForEach(func(_, tool gjson.Result) bool {
-				typ := tool.Get("type").String()
-				for _, d := range deniedToolTypes {
-					if strings.HasPrefix(typ, d) {
-						f = badRequest("the server tool %q is not allowed through the sandbox's model proxy", clip(typ))
-						return false
-					}
+				if why := p.api.tool(tool); why != "" {
+					f = badRequest("%s", why)
 				}
-				return true
+				return f == nil
 			})
+		case p.api.field != nil && p.api.field(key, v) != "":
+			f = badRequest("%s", p.api.field(key, v))
 		case key == "model":
 			model = v
-		case key == "max_tokens":
+		case key == p.api.maxOutputKey:
 			maxTokens = v
 		case key == "stream":
 			stream = v
@@ -202,14 +201,14 @@ func (p *Proxy) shape(path string, body []byte) (*shaped, *refusal) {
 		inserts = append(inserts, `"model":`+strconv.Quote(want))
 		out.model = want
 	}
-	if limit := p.maxOutput(); path == PathMessages && limit > 0 {
+	if limit := p.maxOutput(); path == p.api.capPath && limit > 0 {
 		capped := strconv.FormatInt(limit, 10)
 		switch {
 		case maxTokens.Type == gjson.Number && maxTokens.Num <= float64(limit):
 		case maxTokens.Exists():
 			edits = append(edits, edit{start: maxTokens.Index, end: maxTokens.Index + len(maxTokens.Raw), raw: maxTokens.Raw, text: capped})
 		default:
-			inserts = append(inserts, `"max_tokens":`+capped)
+			inserts = append(inserts, strconv.Quote(p.api.maxOutputKey)+":"+capped)
 		}
 	}
 	if len(inserts) > 0 {

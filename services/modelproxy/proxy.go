@@ -3,7 +3,6 @@ package modelproxy
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -81,6 +80,9 @@ type Options struct {
 	// BodyTimeout bounds reading one request body (DefaultBodyTimeout when
 	// 0): a slow sender must not hold its byte reservation.
 	BodyTimeout time.Duration
+	// API is the model API the proxy serves (APIMessages when empty): its
+	// endpoints, body fields, headers, error shape and usage.
+	API API
 	// Logger receives one line per call (never keys or tokens).
 	Logger hclog.Logger
 	// Client supplies the transport and timeout for upstream calls
@@ -103,6 +105,7 @@ type Call struct {
 // Proxy is the host-side model proxy of one sandbox.
 type Proxy struct {
 	opts     Options
+	api      *apiSpec
 	upstream *url.URL
 	client   *http.Client
 	log      hclog.Logger
@@ -132,6 +135,10 @@ func New(o Options) (*Proxy, error) {
 	u, err := url.Parse(o.Upstream)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("modelproxy: upstream %q is not an http(s) URL; set the connector's host, e.g. https://api.anthropic.com", o.Upstream)
+	}
+	api, err := specOf(o.API)
+	if err != nil {
+		return nil, err
 	}
 	if o.APIKey == "" {
 		return nil, errors.New("modelproxy: the connector has no API key; set one in the connector config")
@@ -164,7 +171,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		c.Timeout = o.Client.Timeout
 	}
-	p := &Proxy{opts: o, upstream: u, client: c, log: o.Logger, start: time.Now(),
+	p := &Proxy{opts: o, api: api, upstream: u, client: c, log: o.Logger, start: time.Now(),
 		slots: make(chan struct{}, o.MaxConcurrent), bodies: semaphore.NewWeighted(o.MaxRequestBytes)}
 	if o.Budget.MaxDuration > 0 {
 		p.deadline = p.start.Add(o.Budget.MaxDuration)
@@ -247,14 +254,6 @@ type errorBody struct {
 type errorDetail struct {
 	Type    string `json:"type"`
 	Message string `json:"message"`
-}
-
-func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	b, _ := json.Marshal(errorBody{Type: "error", Error: errorDetail{Type: typ, Message: msg}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Should-Retry", "false")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }
 
 // presentedToken returns the key the client sent.
@@ -352,10 +351,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			p.log.Warn("model call refused: wrong token", "method", r.Method, "uri", p.uri(r))
 		}
-		writeError(w, http.StatusUnauthorized, "authentication_error", "agentbox: invalid sandbox token; the API key inside a sandbox is a per-request token set by agentbox")
+		p.api.writeError(w, http.StatusUnauthorized, "authentication_error", "agentbox: invalid sandbox token; the API key inside a sandbox is a per-request token set by agentbox")
 		return
 	}
-	path, query, f := endpoint(r)
+	path, query, f := p.api.endpoint(r)
 	if f == nil {
 		f = p.checkLength(r)
 	}
@@ -408,11 +407,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer unlink()
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, p.target(path, query), &pieceReader{pieces: sh.pieces, res: res})
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "agentbox: "+err.Error())
+		p.api.writeError(w, http.StatusBadRequest, "invalid_request_error", "agentbox: "+err.Error())
 		return
 	}
-	copyAllowed(out.Header, r.Header, requestHeaders, requestHeaderPrefixes)
-	out.Header.Set("X-Api-Key", p.opts.APIKey)
+	copyAllowed(out.Header, r.Header, p.api.requestHeaders, p.api.requestHeaderPrefixes)
+	p.api.setKey(out.Header, p.opts.APIKey)
 	out.ContentLength = sh.size
 
 	resp, err := p.client.Do(out)
@@ -424,18 +423,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p.ctx.Err() != nil && p.wallSpent() {
 			msg = "agentbox: " + ErrBudgetExceeded.Error() + ": the request's wall time is used up"
 		}
-		writeError(w, http.StatusBadGateway, "api_error", msg)
+		p.api.writeError(w, http.StatusBadGateway, "api_error", msg)
 		return
 	}
 	defer func() { _ = resp.Body.Close() }()
 	call.Status = resp.StatusCode
-	copyAllowed(w.Header(), resp.Header, responseHeaders, responseHeaderPrefixes)
+	copyAllowed(w.Header(), resp.Header, p.api.responseHeaders, p.api.responseHeaderPrefixes)
 	if resp.ContentLength >= 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(resp.ContentLength))
 	}
 	w.WriteHeader(resp.StatusCode)
 
-	m := newMeter(strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	m := newMeter(p.api, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
 	fl, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)
 	for {
@@ -478,7 +477,7 @@ func (p *Proxy) waitEnded(w http.ResponseWriter, r *http.Request) {
 // refuse answers f and logs what was refused.
 func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, f *refusal) {
 	p.log.Warn("model call refused", "method", clip(r.Method), "uri", p.uri(r), "status", f.status, "reason", f.reason)
-	f.write(w)
+	f.write(w, p.api)
 }
 
 // uri is the request target for logs, clipped, with the token scrubbed.
@@ -576,7 +575,7 @@ func (b *pieceReader) Close() error {
 // target joins the upstream base with an allowed path and query.
 func (p *Proxy) target(path, query string) string {
 	u := *p.upstream
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.Path = strings.TrimSuffix(u.Path, "/") + p.api.upstreamPath(path)
 	u.RawPath = ""
 	u.RawQuery = query
 	return u.String()

@@ -57,17 +57,17 @@ func (w *WarmUp) Close() error { return w.server.close() }
 func (w *WarmUp) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	rw.Header().Set("Connection", "close")
 	if subtle.ConstantTimeCompare([]byte(presentedToken(r)), []byte(w.token)) != 1 {
-		writeError(rw, http.StatusUnauthorized, "authentication_error", "agentbox: invalid sandbox token; the API key inside a sandbox is a per-request token set by agentbox")
+		messagesSpec.writeError(rw, http.StatusUnauthorized, "authentication_error", "agentbox: invalid sandbox token; the API key inside a sandbox is a per-request token set by agentbox")
 		return
 	}
-	if path, _, f := endpoint(r); f != nil || path != PathMessages {
-		writeError(rw, http.StatusForbidden, "permission_error", "agentbox: between requests the sandbox's model route answers only the CLI's warm-up message call")
+	if path, _, f := messagesSpec.endpoint(r); f != nil || path != PathMessages {
+		messagesSpec.writeError(rw, http.StatusForbidden, "permission_error", "agentbox: between requests the sandbox's model route answers only the CLI's warm-up message call")
 		return
 	}
 	// Dropped as it arrives: warm-ups of many kept containers at once
 	// must not hold their bodies (whole conversations) in memory.
 	if _, err := io.Copy(io.Discard, http.MaxBytesReader(rw, r.Body, w.maxBody)); err != nil {
-		writeError(rw, http.StatusRequestEntityTooLarge, "request_too_large", "agentbox: the warm-up call's body is too large")
+		messagesSpec.writeError(rw, http.StatusRequestEntityTooLarge, "request_too_large", "agentbox: the warm-up call's body is too large")
 		return
 	}
 	w.calls.Add(1)

@@ -22,7 +22,7 @@ K8S_KUBELET_HEALTHZ_PORT=${K8S_KUBELET_HEALTHZ_PORT:-20248}
 K8S_SCHED_PORT=${K8S_SCHED_PORT:-20259}
 K8S_CM_PORT=${K8S_CM_PORT:-20257}
 # Images imported into the cluster's containerd from the local Docker daemon.
-K8S_IMAGES=${K8S_IMAGES:-agentbox/sandbox-claude:latest}
+K8S_IMAGES=${K8S_IMAGES:-agentbox/sandbox-claude:latest agentbox/sandbox-codex:latest}
 K8S_PAUSE_IMAGE=registry.k8s.io/pause:3.10
 
 k8s_log() { printf '%s k8s: %s\n' "$(date +%T.%3N)" "$*" >&2; }

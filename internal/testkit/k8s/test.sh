@@ -53,7 +53,7 @@ KC
 		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run Cluster ./executor/kubernetes "$@" || status=$?
 	# The real CLI in pods, against the scripted model.
 	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
-		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestE2EKubernetes$' ./claude "$@" || status=$?
+		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestE2EKubernetes$' ./claude ./codex "$@" || status=$?
 	# The session policy on pods: the chat's pod kept between turns.
 	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
 		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestE2ESessionPolicyKubernetes$' ./middleware "$@" || status=$?

@@ -215,7 +215,7 @@ timing containerd
 ctrk() { ctr --address "$D/run/containerd.sock" -n k8s.io "$@"; }
 ctrk images import "$K8S_CACHE/pause.tar" >/dev/null
 for img in $K8S_IMAGES; do
-	docker image inspect "$img" >/dev/null 2>&1 || k8s_die "image $img is not in the local Docker daemon; build it with make image"
+	docker image inspect "$img" >/dev/null 2>&1 || k8s_die "image $img is not in the local Docker daemon; build it with make image and make image-codex"
 	docker save "$img" | ctrk images import - >/dev/null
 done
 timing "image import"

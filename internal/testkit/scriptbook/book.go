@@ -7,6 +7,8 @@
 package scriptbook
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -119,4 +121,54 @@ func (b *Book[T, R]) Next(req *R) (turn T, ok bool) {
 		return turn, false
 	}
 	return script(req), true
+}
+
+// Split cuts s into up to n pieces (3 when n <= 0) on byte boundaries that
+// keep UTF-8 characters whole, so that clients see several deltas.
+func Split(s string, n int) []string {
+	if s == "" {
+		return nil
+	}
+	if n <= 0 {
+		n = 3
+	}
+	step := max(1, (len(s)+n-1)/n)
+	var parts []string
+	for len(s) > 0 {
+		k := min(step, len(s))
+		for k < len(s) && s[k]&0xC0 == 0x80 {
+			k++
+		}
+		parts = append(parts, s[:k])
+		s = s[k:]
+	}
+	return parts
+}
+
+// WriteJSON answers v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// DecodeList decodes data, a JSON list of T or a JSON string that stands
+// for the one element of(s) (APIs accept both for content), or null (nil).
+func DecodeList[T any](data []byte, of func(string) T) ([]T, error) {
+	data = bytes.TrimSpace(data)
+	switch {
+	case bytes.Equal(data, []byte("null")):
+		return nil, nil
+	case len(data) > 0 && data[0] == '"':
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return nil, err
+		}
+		return []T{of(s)}, nil
+	}
+	var list []T
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, fmt.Errorf("neither a string nor a list: %w", err)
+	}
+	return list, nil
 }

@@ -1,7 +1,6 @@
 package scriptedapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -46,22 +45,9 @@ type Content []ContentBlock
 
 // UnmarshalJSON accepts a string or an array of blocks.
 func (c *Content) UnmarshalJSON(data []byte) error {
-	data = bytes.TrimSpace(data)
-	if len(data) > 0 && data[0] == '"' {
-		var s string
-		if err := json.Unmarshal(data, &s); err != nil {
-			return err
-		}
-		*c = Content{{Type: "text", Text: s}}
-		return nil
-	}
-	if bytes.Equal(data, []byte("null")) {
-		*c = nil
-		return nil
-	}
-	var blocks []ContentBlock
-	if err := json.Unmarshal(data, &blocks); err != nil {
-		return fmt.Errorf("content is neither a string nor a list of blocks: %w", err)
+	blocks, err := scriptbook.DecodeList(data, func(s string) ContentBlock { return ContentBlock{Type: "text", Text: s} })
+	if err != nil {
+		return fmt.Errorf("content: %w", err)
 	}
 	*c = blocks
 	return nil

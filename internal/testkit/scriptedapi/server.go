@@ -35,6 +35,8 @@ type Server struct {
 	once sync.Once
 	// chat serves POST /v1/chat/completions when set (WithChatCompletions).
 	chat http.Handler
+	// responses serves POST /v1/responses when set (WithResponses).
+	responses http.Handler
 
 	book
 	mu  sync.Mutex
@@ -61,6 +63,12 @@ func WithScript(fn Script) Option { return func(s *Server) { s.SetScript(fn) } }
 // compatibility endpoint beside the Messages API. Those requests are h's
 // to record, not this Server's.
 func WithChatCompletions(h http.Handler) Option { return func(s *Server) { s.chat = h } }
+
+// WithResponses serves POST /v1/responses with h (for example an
+// internal/testkit/scriptedresponses Server), as OpenAI serves the
+// Responses API beside Chat Completions on one host. Those requests are
+// h's to record, not this Server's.
+func WithResponses(h http.Handler) Option { return func(s *Server) { s.responses = h } }
 
 // WithTurns enqueues turns.
 func WithTurns(turns ...Turn) Option { return func(s *Server) { s.Enqueue(turns...) } }
@@ -108,6 +116,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.chat.ServeHTTP(w, r)
 		return
 	}
+	if s.responses != nil && r.Method == http.MethodPost && r.URL.Path == "/v1/responses" {
+		s.responses.ServeHTTP(w, r)
+		return
+	}
 	rec, err := scriptbook.Read(r, maxBody)
 	if err != nil {
 		writeError(w, &APIError{Status: http.StatusRequestEntityTooLarge, Message: err.Error()})
@@ -126,7 +138,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, &APIError{Status: http.StatusBadRequest, Message: "body is not valid JSON: " + err.Error()})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": max(1, len(raw)/4)})
+		scriptbook.WriteJSON(w, http.StatusOK, map[string]int{"input_tokens": max(1, len(raw)/4)})
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
 		if err := json.Unmarshal(raw, &req.Body); err != nil {
 			writeError(w, &APIError{Status: http.StatusBadRequest, Message: "body is not valid JSON: " + err.Error()})
@@ -170,7 +182,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *Request, t 
 	}
 	msg := s.message(req, t)
 	if !req.Body.Stream {
-		writeJSON(w, http.StatusOK, msg)
+		scriptbook.WriteJSON(w, http.StatusOK, msg)
 		return
 	}
 	s.stream(w, r, msg, t)
@@ -402,12 +414,5 @@ func writeError(w http.ResponseWriter, e *APIError) {
 	if e.RetryAfter != "" {
 		w.Header().Set("retry-after", e.RetryAfter)
 	}
-	writeJSON(w, e.Status, errorBody(e))
-}
-
-// writeJSON writes v with the given status.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	scriptbook.WriteJSON(w, e.Status, errorBody(e))
 }

@@ -103,7 +103,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("chatcmpl-scripted-%06d", req.Seq)
 	u := usageOf(t, req)
 	if !req.Body.Stream {
-		writeJSON(w, http.StatusOK, s.completion(id, req.Body.Model, t, u))
+		scriptbook.WriteJSON(w, http.StatusOK, s.completion(id, req.Body.Model, t, u))
 		return
 	}
 	s.stream(w, id, req, t, u)
@@ -205,13 +205,13 @@ func (s *Server) stream(w http.ResponseWriter, id string, req *Request, t Turn, 
 		return t.Cut
 	}
 	send(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-	for _, p := range split(t.Reasoning, t.Pieces) {
+	for _, p := range scriptbook.Split(t.Reasoning, t.Pieces) {
 		send(chunk(map[string]any{s.reasoningField: p}, nil))
 		if after() {
 			return
 		}
 	}
-	for _, p := range split(t.Text, t.Pieces) {
+	for _, p := range scriptbook.Split(t.Text, t.Pieces) {
 		send(chunk(map[string]any{"content": p}, nil))
 		if after() {
 			return
@@ -220,7 +220,7 @@ func (s *Server) stream(w http.ResponseWriter, id string, req *Request, t Turn, 
 	for i, c := range t.Calls {
 		send(chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": callID(c, req.Seq, i), "type": "function",
 			"function": map[string]string{"name": c.Name, "arguments": ""}}}}, nil))
-		for _, p := range split(c.Arguments, t.Pieces) {
+		for _, p := range scriptbook.Split(c.Arguments, t.Pieces) {
 			send(chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]string{"arguments": p}}}}, nil))
 			if after() {
 				return
@@ -238,37 +238,9 @@ func (s *Server) stream(w http.ResponseWriter, id string, req *Request, t Turn, 
 	}
 }
 
-// split cuts s into up to n pieces (default 3), keeping UTF-8 characters
-// whole.
-func split(s string, n int) []string {
-	if s == "" {
-		return nil
-	}
-	if n <= 0 {
-		n = 3
-	}
-	step := max(1, (len(s)+n-1)/n)
-	var parts []string
-	for len(s) > 0 {
-		k := min(step, len(s))
-		for k < len(s) && s[k]&0xC0 == 0x80 {
-			k++
-		}
-		parts = append(parts, s[:k])
-		s = s[k:]
-	}
-	return parts
-}
-
 func writeError(w http.ResponseWriter, e *APIError) {
 	if e.RetryAfter != "" {
 		w.Header().Set("Retry-After", e.RetryAfter)
 	}
-	writeJSON(w, e.Status, e.body())
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	scriptbook.WriteJSON(w, e.Status, e.body())
 }

@@ -55,7 +55,9 @@ type APIError struct {
 	RetryAfter string
 }
 
-func (e *APIError) body() map[string]any {
+// Object is the error's object in OpenAI's shape (message, type, param,
+// code): what an error answer's "error" member holds.
+func (e *APIError) Object() map[string]any {
 	typ := e.Type
 	if typ == "" {
 		switch {
@@ -71,8 +73,11 @@ func (e *APIError) body() map[string]any {
 	if e.Code != "" {
 		code = e.Code
 	}
-	return map[string]any{"error": map[string]any{"message": e.Message, "type": typ, "param": nil, "code": code}}
+	return map[string]any{"message": e.Message, "type": typ, "param": nil, "code": code}
 }
+
+// body is the error answer's JSON.
+func (e *APIError) body() map[string]any { return map[string]any{"error": e.Object()} }
 
 // Say is a turn answering text.
 func Say(text string) Turn { return Turn{Text: text} }

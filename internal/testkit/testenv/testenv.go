@@ -133,8 +133,34 @@ func Runtime(t testing.TB) string {
 // RequireImage requires Docker and the test image, and returns the image.
 func RequireImage(t testing.TB) string {
 	t.Helper()
+	return requireImage(t, Image(), "make image")
+}
+
+// DefaultCodexImage is the codex runner's sandbox image, built offline by
+// `make image-codex`.
+const DefaultCodexImage = "agentbox/sandbox-codex:latest"
+
+// CodexImage returns the codex runner's image for tests:
+// $AGENTBOX_TEST_CODEX_IMAGE or DefaultCodexImage (make test-codex-previous
+// names the previous pin's).
+func CodexImage() string {
+	if v := os.Getenv("AGENTBOX_TEST_CODEX_IMAGE"); v != "" {
+		return v
+	}
+	return DefaultCodexImage
+}
+
+// RequireCodexImage skips (locally) or fails (CI) unless Docker answers
+// and has CodexImage; it returns the image.
+func RequireCodexImage(t testing.TB) string {
+	t.Helper()
+	return requireImage(t, CodexImage(), "make image-codex")
+}
+
+// requireImage skips or fails unless Docker has img, which build makes.
+func requireImage(t testing.TB, img, build string) string {
+	t.Helper()
 	RequireDocker(t)
-	img := Image()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := dockerGet(ctx, "/images/"+img+"/json")
@@ -144,7 +170,7 @@ func RequireImage(t testing.TB) string {
 	}
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		unavailable(t, "the sandbox image %s is missing (%s); build it with `make image`", img, resp.Status)
+		unavailable(t, "the sandbox image %s is missing (%s); build it with `%s`", img, resp.Status, build)
 	}
 	return img
 }
