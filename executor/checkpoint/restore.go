@@ -33,7 +33,7 @@ func (s *Store) Restore(ctx context.Context, ws, id string) (Result, error) {
 	if latest, ok, err := s.Latest(); err != nil {
 		return Result{}, err
 	} else if ok {
-		m, err := s.Manifest(latest.ID)
+		m, err := s.manifest(latest.ID)
 		if err != nil {
 			return Result{}, err
 		}
@@ -55,7 +55,7 @@ func (s *Store) restoreInto(ctx context.Context, ws, id string) (Result, error) 
 // restore makes ws checkpoint id's; known are the entries whose stat tells
 // what an unchanged file of ws holds.
 func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*Entry) (Result, error) {
-	target, err := s.Manifest(id)
+	target, err := s.manifest(id)
 	if err != nil {
 		return Result{}, err
 	}
@@ -307,6 +307,9 @@ func removeAllAt(dirfd int, name string) error {
 
 // dir makes t's directory, or sets the mode of the one there (c).
 func (r *restorer) dir(t, c *Entry) error {
+	if c != nil && c.Mode == t.Mode {
+		return nil
+	}
 	dirfd, name, err := r.writeParent(t.Path)
 	if err != nil {
 		return err
@@ -317,8 +320,6 @@ func (r *restorer) dir(t, c *Entry) error {
 			return fmt.Errorf("checkpoint: restore %q: %w", t.Path, err)
 		}
 		r.res.Written++
-	} else if c.Mode == t.Mode {
-		return nil
 	}
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
