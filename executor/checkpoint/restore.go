@@ -64,7 +64,7 @@ func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*En
 		return Result{}, fmt.Errorf("checkpoint: open the workspace %s: %w", ws, err)
 	}
 	defer func() { _ = unix.Close(root) }()
-	cur, err := scan(ctx, root)
+	cur, specials, err := scan(ctx, root)
 	if err != nil {
 		return Result{}, err
 	}
@@ -78,6 +78,13 @@ func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*En
 		if t := want[p]; t == nil || t.Kind != e.Kind || e.Kind == KindLink && t.Target != e.Target {
 			gone = append(gone, p)
 		}
+	}
+	// A FIFO, device or socket the agent made is no checkpoint's: it goes
+	// too, else it would stay, or stand where the checkpoint has a
+	// directory.
+	for _, sk := range specials {
+		gone = append(gone, sk.Path)
+		cur[sk.Path] = &Entry{Path: sk.Path}
 	}
 	slices.Sort(gone)
 	var removedDir string
@@ -121,18 +128,19 @@ func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*En
 	return r.res, nil
 }
 
-// scan lists the workspace's entries with their stat (no content).
-func scan(ctx context.Context, root int) (map[string]*Entry, error) {
+// scan lists the workspace's entries with their stat (no content), and
+// the FIFOs, devices and sockets in it.
+func scan(ctx context.Context, root int) (map[string]*Entry, []Skipped, error) {
 	m := &Manifest{}
 	t := &taker{ctx: ctx, m: m, s: &Store{}, scanOnly: true}
 	dup, err := unix.Dup(root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := t.walkFD(dup); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return index(m), nil
+	return index(m), m.Skipped, nil
 }
 
 // restorer is one Restore's writing.
