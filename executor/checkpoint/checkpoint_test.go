@@ -277,17 +277,28 @@ func TestBounds(t *testing.T) {
 
 func storeBytes(t *testing.T, s *checkpoint.Store) int64 {
 	t.Helper()
-	var n int64
-	require.NoError(t, filepath.WalkDir(checkpoint.Dir(s), func(p string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		if d.Type().IsRegular() {
-			fi, err := d.Info()
-			require.NoError(t, err)
-			n += fi.Sys().(*syscall.Stat_t).Blocks * 512
-		}
-		return nil
-	}))
+	n, err := blocksBelow(checkpoint.Dir(s), false)
+	require.NoError(t, err)
 	return n
+}
+
+// blocksBelow is the disk space the files below dir take; with racing,
+// files that vanish meanwhile are no error.
+func blocksBelow(dir string, racing bool) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			var fi os.FileInfo
+			if fi, err = d.Info(); err == nil {
+				n += fi.Sys().(*syscall.Stat_t).Blocks * 512
+			}
+		}
+		if racing {
+			return nil
+		}
+		return err
+	})
+	return n, err
 }
 
 // TestRestoreUnknownCheckpoint: an id that is not a checkpoint (never

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"time"
 )
 
@@ -96,71 +97,112 @@ func encodeManifest(w io.Writer, m *Manifest) error {
 	return e.w.Flush()
 }
 
+// decoder reads a manifest held whole in one string: every path and hash
+// it returns is a substring of it, so that decoding 20,000 entries makes a
+// handful of allocations, not 40,000 (it halved a decode's time).
 type decoder struct {
-	r   *bufio.Reader
+	s   string
+	off int
 	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = errDamaged
+	}
 }
 
 func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
-	v, err := binary.ReadUvarint(d.r)
-	d.err = err
-	return v
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		if d.off >= len(d.s) {
+			d.fail()
+			return 0
+		}
+		b := d.s[d.off]
+		d.off++
+		if b < 0x80 {
+			if shift == 63 && b > 1 {
+				d.fail()
+				return 0
+			}
+			return v | uint64(b)<<shift
+		}
+		v |= uint64(b&0x7f) << shift
+	}
+	d.fail()
+	return 0
 }
 
 func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
+	u := d.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
 	}
-	v, err := binary.ReadVarint(d.r)
-	d.err = err
+	return x
+}
+
+// take returns the next n bytes.
+func (d *decoder) take(n uint64) string {
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.s)-d.off) {
+		d.fail()
+		return ""
+	}
+	v := d.s[d.off : d.off+int(n)]
+	d.off += int(n)
 	return v
 }
 
 func (d *decoder) str() string {
 	n := d.uvarint()
-	if d.err != nil {
+	if d.err == nil && n > maxString {
+		d.fail()
 		return ""
 	}
-	if n > maxString {
-		d.err = errDamaged
-		return ""
-	}
-	b := make([]byte, n)
-	_, d.err = io.ReadFull(d.r, b)
-	return string(b)
+	return d.take(n)
 }
 
 func (d *decoder) byte() byte {
-	if d.err != nil {
-		return 0
+	if b := d.take(1); b != "" {
+		return b[0]
 	}
-	b, err := d.r.ReadByte()
-	d.err = err
-	return b
+	return 0
 }
 
 // decodeManifest reads a manifest encodeManifest wrote.
 func decodeManifest(r io.Reader) (*Manifest, error) {
-	d := &decoder{r: bufio.NewReaderSize(r, 1<<16)}
-	magic := make([]byte, len(manifestMagic))
-	if _, err := io.ReadFull(d.r, magic); err != nil || string(magic) != manifestMagic {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errDamaged, err)
+	}
+	if !strings.HasPrefix(string(b), manifestMagic) {
 		return nil, errDamaged
 	}
+	d := &decoder{s: string(b), off: len(manifestMagic)}
 	m := &Manifest{ID: d.str(), Parent: d.str(), Label: d.str()}
 	m.Created = time.Unix(0, d.varint())
 	m.Files, m.Changed = int(d.varint()), int(d.varint())
 	m.Bytes, m.NewBytes = d.varint(), d.varint()
 	n := d.uvarint()
-	if d.err == nil && n > 1<<26 {
+	// An entry takes at least 5 bytes: a count beyond that is damage, and
+	// must not allocate.
+	if d.err == nil && n > uint64(len(d.s)-d.off)/5 {
 		d.err = errDamaged
 	}
+	var hexes []byte
 	if d.err == nil {
-		m.Entries = make([]Entry, 0, min(n, 1<<16)) // a damaged count must not allocate much
+		m.Entries = make([]Entry, 0, n)
+		hexes = make([]byte, 0, 64*n)
 	}
-	var h [32]byte
+	type fileHash struct{ entry, at int }
+	var hashes []fileHash
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		en := Entry{Path: d.str()}
 		switch d.byte() {
@@ -168,27 +210,36 @@ func decodeManifest(r io.Reader) (*Manifest, error) {
 			en.Kind, en.Mode = KindDir, fs.FileMode(d.uvarint())
 		case 'f':
 			en.Kind, en.Mode, en.Size = KindFile, fs.FileMode(d.uvarint()), d.varint()
-			if d.err == nil {
-				_, d.err = io.ReadFull(d.r, h[:])
-				en.Hash = hex.EncodeToString(h[:])
+			if h := d.take(32); d.err == nil {
+				hashes = append(hashes, fileHash{len(m.Entries), len(hexes)})
+				hexes = hex.AppendEncode(hexes, []byte(h))
 			}
 		case 'l':
 			en.Kind, en.Mode, en.Target = KindLink, fs.FileMode(d.uvarint()), d.str()
 		default:
-			if d.err == nil {
-				d.err = errDamaged
-			}
+			d.fail()
 		}
 		en.MTime = time.Unix(0, d.varint())
 		en.Ino, en.CTime = d.uvarint(), d.varint()
 		m.Entries = append(m.Entries, en)
 	}
+	// The hashes' hex, one string for all of them.
+	all := string(hexes)
+	for _, h := range hashes {
+		m.Entries[h.entry].Hash = all[h.at : h.at+64]
+	}
 	k := d.uvarint()
-	for i := uint64(0); i < k && d.err == nil && i < 1<<26; i++ {
+	if d.err == nil && k > uint64(len(d.s)-d.off)/2 {
+		d.err = errDamaged
+	}
+	for i := uint64(0); i < k && d.err == nil; i++ {
 		m.Skipped = append(m.Skipped, Skipped{Path: d.str(), What: d.str()})
 	}
+	if d.err == nil && d.off != len(d.s) {
+		d.err = errDamaged
+	}
 	if d.err != nil {
-		return nil, fmt.Errorf("%w: %w", errDamaged, d.err)
+		return nil, d.err
 	}
 	return m, nil
 }

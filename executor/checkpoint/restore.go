@@ -33,7 +33,7 @@ func (s *Store) Restore(ctx context.Context, ws, id string) (Result, error) {
 	if latest, ok, err := s.Latest(); err != nil {
 		return Result{}, err
 	} else if ok {
-		m, err := s.Manifest(latest.ID)
+		m, err := s.manifest(latest.ID)
 		if err != nil {
 			return Result{}, err
 		}
@@ -55,7 +55,7 @@ func (s *Store) restoreInto(ctx context.Context, ws, id string) (Result, error) 
 // restore makes ws checkpoint id's; known are the entries whose stat tells
 // what an unchanged file of ws holds.
 func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*Entry) (Result, error) {
-	target, err := s.Manifest(id)
+	target, err := s.manifest(id)
 	if err != nil {
 		return Result{}, err
 	}
@@ -64,20 +64,12 @@ func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*En
 		return Result{}, fmt.Errorf("checkpoint: open the workspace %s: %w", ws, err)
 	}
 	defer func() { _ = unix.Close(root) }()
-	cur, special, err := scan(ctx, root)
+	cur, specials, err := scan(ctx, root)
 	if err != nil {
 		return Result{}, err
 	}
 	r := &restorer{s: s, ctx: ctx, root: root, buf: make([]byte, copyBuf), cachedFD: -1}
 	defer r.uncache()
-	// FIFOs, devices and sockets are in no checkpoint, so none is in
-	// the one restored.
-	for _, p := range special {
-		if err := r.remove(p, false); err != nil {
-			return r.res, err
-		}
-		r.res.Removed++
-	}
 	want := index(target)
 	// Removals: what the checkpoint lacks, or has as another kind. A
 	// directory goes with what it holds, so its entries are skipped.
@@ -86,6 +78,13 @@ func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*En
 		if t := want[p]; t == nil || t.Kind != e.Kind || e.Kind == KindLink && t.Target != e.Target {
 			gone = append(gone, p)
 		}
+	}
+	// A FIFO, device or socket the agent made is no checkpoint's: it goes
+	// too, else it would stay, or stand where the checkpoint has a
+	// directory.
+	for _, sk := range specials {
+		gone = append(gone, sk.Path)
+		cur[sk.Path] = &Entry{Path: sk.Path}
 	}
 	slices.Sort(gone)
 	var removedDir string
@@ -130,8 +129,8 @@ func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*En
 }
 
 // scan lists the workspace's entries with their stat (no content), and
-// the paths of its FIFOs, devices and sockets.
-func scan(ctx context.Context, root int) (map[string]*Entry, []string, error) {
+// the FIFOs, devices and sockets in it.
+func scan(ctx context.Context, root int) (map[string]*Entry, []Skipped, error) {
 	m := &Manifest{}
 	t := &taker{ctx: ctx, m: m, s: &Store{}, scanOnly: true}
 	dup, err := unix.Dup(root)
@@ -141,11 +140,7 @@ func scan(ctx context.Context, root int) (map[string]*Entry, []string, error) {
 	if err := t.walkFD(dup); err != nil {
 		return nil, nil, err
 	}
-	special := make([]string, len(m.Skipped))
-	for i, sk := range m.Skipped {
-		special[i] = sk.Path
-	}
-	return index(m), special, nil
+	return index(m), m.Skipped, nil
 }
 
 // restorer is one Restore's writing.
@@ -320,6 +315,9 @@ func removeAllAt(dirfd int, name string) error {
 
 // dir makes t's directory, or sets the mode of the one there (c).
 func (r *restorer) dir(t, c *Entry) error {
+	if c != nil && c.Mode == t.Mode {
+		return nil
+	}
 	dirfd, name, err := r.writeParent(t.Path)
 	if err != nil {
 		return err
@@ -330,8 +328,6 @@ func (r *restorer) dir(t, c *Entry) error {
 			return fmt.Errorf("checkpoint: restore %q: %w", t.Path, err)
 		}
 		r.res.Written++
-	} else if c.Mode == t.Mode {
-		return nil
 	}
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -44,6 +44,10 @@ type dirJob struct {
 	rel string
 }
 
+// afterStat, when set (by tests), runs between an entry's stat and its
+// reading: where an agent racing the walk would swap the entry.
+var afterStat func(rel string)
+
 // walkers is how many directories a Take walks at once: the walk is
 // stat calls, which two cores serve better two or four at a time.
 const walkers = 4
@@ -159,6 +163,9 @@ func (t *taker) entry(dirfd int, rel, name string, buf []byte) (*Entry, int, err
 			return nil, -1, nil // removed meanwhile
 		}
 		return nil, -1, fmt.Errorf("checkpoint: stat %q: %w", p, err)
+	}
+	if afterStat != nil {
+		afterStat(p)
 	}
 	e := &Entry{Path: p, Mode: fs.FileMode(st.Mode & 0o7777), MTime: time.Unix(st.Mtim.Unix()), Ino: st.Ino, CTime: st.Ctim.Nano()}
 	switch st.Mode & unix.S_IFMT {
