@@ -267,8 +267,9 @@ func (e *Executor) runCheckpointPod(ctx context.Context, places []plan, req help
 }
 
 // checkpointPod builds the pod of one checkpoint operation: the sandbox's
-// image and security context (non-root, no capability, read-only root,
-// no service account token), the helper idle as main process, place i's
+// image and security context (read-only root, no service account token,
+// no privilege escalation) but root with the four file capabilities a
+// Store needs, the helper idle as main process, place i's
 // workspace and checkpoint claims at {ckMount}/ws/i and {ckMount}/ck/i. A
 // pod still on the first chat (a parked session pod) fixes the node, as a
 // ReadWriteOnce claim needs.
@@ -280,6 +281,16 @@ func (e *Executor) checkpointPod(ctx context.Context, places []plan) (*corev1.Po
 	var deadline int64 = 600
 	pod.Spec.ActiveDeadlineSeconds = &deadline
 	c := &pod.Spec.Containers[0]
+	// Root with only the file capabilities a take and a restore need, as
+	// the gateway has on the other backends: the agent can leave files
+	// and directories of mode 000 (its own, which it can chmod, but the
+	// Store reads them as they are) and a restore chowns what it makes to
+	// the sandbox user. Nothing of the agent's reaches this pod.
+	var root int64
+	no := false
+	pod.Spec.SecurityContext.RunAsUser, pod.Spec.SecurityContext.RunAsGroup, pod.Spec.SecurityContext.RunAsNonRoot = &root, &root, &no
+	c.SecurityContext.RunAsNonRoot = &no
+	c.SecurityContext.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER"}}
 	c.Command = []string{e.o.HelperPath, "checkpoint", "wait"}
 	c.Env = nil
 	c.WorkingDir = "/"

@@ -55,7 +55,10 @@ func TestCheckpointPodSpec(t *testing.T) {
 	assert.Equal(t, []string{e.o.HelperPath, "checkpoint", "wait"}, c.Command)
 	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
 	assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
-	assert.True(t, *pod.Spec.SecurityContext.RunAsNonRoot)
+	assert.Equal(t, []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER"}, c.SecurityContext.Capabilities.Add)
+	assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	assert.Equal(t, int64(0), *pod.Spec.SecurityContext.RunAsUser, "reads what the agent made mode 000")
+	assert.True(t, *agent.Spec.SecurityContext.RunAsNonRoot, "the agent's pod is untouched")
 	var mounts []string
 	for _, m := range c.VolumeMounts {
 		mounts = append(mounts, m.MountPath)
