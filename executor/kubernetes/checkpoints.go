@@ -289,6 +289,9 @@ func (e *Executor) checkpointPod(ctx context.Context, places []plan) (*corev1.Po
 	var root int64
 	no := false
 	pod.Spec.SecurityContext.RunAsUser, pod.Spec.SecurityContext.RunAsGroup, pod.Spec.SecurityContext.RunAsNonRoot = &root, &root, &no
+	// No fsGroup: the kubelet would walk both claims to chgrp them at
+	// every mount, and the Store sets the owners of what it makes.
+	pod.Spec.SecurityContext.FSGroup = nil
 	c.SecurityContext.RunAsNonRoot = &no
 	c.SecurityContext.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER"}}
 	c.Command = []string{e.o.HelperPath, "checkpoint", "wait"}

@@ -50,6 +50,7 @@ func TestCheckpointPodSpec(t *testing.T) {
 	assert.Equal(t, RoleCheckpoint, pod.Labels[LabelRole])
 	assert.Equal(t, p.chat, pod.Labels[LabelChat], "the chat's next sandbox removes a checkpoint pod left on it")
 	assert.Nil(t, pod.Spec.ShareProcessNamespace)
+	assert.Nil(t, pod.Spec.SecurityContext.FSGroup, "no walk of the claims at every mount")
 	assert.False(t, *pod.Spec.AutomountServiceAccountToken)
 	c := pod.Spec.Containers[0]
 	assert.Equal(t, []string{e.o.HelperPath, "checkpoint", "wait"}, c.Command)
