@@ -270,9 +270,10 @@ func (e *Executor) runCheckpointPod(ctx context.Context, places []plan, req help
 // image and security context (read-only root, no service account token,
 // no privilege escalation) but root with the four file capabilities a
 // Store needs, the helper idle as main process, place i's
-// workspace and checkpoint claims at {ckMount}/ws/i and {ckMount}/ck/i. A
-// pod still on the first chat (a parked session pod) fixes the node, as a
-// ReadWriteOnce claim needs.
+// workspace and checkpoint claims at {ckMount}/ws/i and {ckMount}/ck/i.
+// It waits until a closed sandbox pod of the first chat is gone (no agent
+// process runs during the operation); a pod still on it (a parked session
+// pod) fixes the node, as a ReadWriteOnce claim needs.
 func (e *Executor) checkpointPod(ctx context.Context, places []plan) (*corev1.Pod, error) {
 	p := places[0]
 	pod := e.pod(p, "abx-ck-"+p.chat[:12]+"-"+randomID()[:8])
@@ -314,9 +315,22 @@ func (e *Executor) checkpointPod(ctx context.Context, places []plan) (*corev1.Po
 		return nil, e.apiError("list pods of the chat", err)
 	}
 	for _, other := range list.Items {
-		if other.Spec.NodeName != "" {
-			pod.Spec.NodeName = other.Spec.NodeName
-			break
+		if other.DeletionTimestamp != nil {
+			// The chat's last sandbox, closed: its agent processes may
+			// still run until the pod is gone.
+			if err := e.deletePod(ctx, other.Name); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if other.Spec.NodeName != "" && pod.Spec.Affinity == nil {
+			// Through the scheduler (not nodeName), which binds a claim
+			// that waits for its first consumer.
+			pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{other.Spec.NodeName},
+				}}}},
+			}}}
 		}
 	}
 	return pod, nil
