@@ -424,7 +424,7 @@ var sandboxOptions = []option{
 		Doc: fmt.Sprintf("checkpoints of the chat's workspace, one at the chat's start and one at the end of every turn, kept where no sandbox reaches; "+
 			"when a request's history returns to an earlier point (a regenerated answer, an edited turn) the workspace is put back to that point's checkpoint before the run; "+
 			"false turns them off; `{\"max\": 20, \"max_bytes\": \"1g\"}` bounds them per workspace (max 1 to %d, max_bytes at least %s), the oldest going first. "+
-			"The docker (but not in loop quota mode) and local backends keep them", maxCheckpoints, formatSize(minCheckpointBytes)),
+			"The docker (but not in loop quota mode), local and kubernetes (with a storage class) backends keep them", maxCheckpoints, formatSize(minCheckpointBytes)),
 		decode: func(s *sandboxDecoder, n *node, path string) { s.checkpoints(n, path) }},
 	{Key: "budget", Type: "object", Default: "calls 4*max_turns+10 (210), tokens 2000000, wall = timeout",
 		Doc: fmt.Sprintf("per-request model budget the gateway's model proxy enforces: `{\"calls\": 50, \"tokens\": 1000000, \"wall\": \"5m\"}`; "+

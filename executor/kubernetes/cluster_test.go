@@ -39,7 +39,7 @@ func clusterExecutor(t testing.TB, o Options) *Executor {
 	t.Helper()
 	o.Kubeconfig = testenv.RequireCluster(t)
 	if o.Image == "" {
-		o.Image = testenv.DefaultImage
+		o.Image = testenv.Image()
 	}
 	if o.ImagePullPolicy == "" {
 		o.ImagePullPolicy = "Never"

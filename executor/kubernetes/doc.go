@@ -43,6 +43,11 @@
 // Spec.DiskBytes and Spec.Inodes, and a pod over either is stopped: its
 // commands fail with executor.ErrNoSpace.
 //
+// Checkpoints (executor.Checkpointer, with Options.StorageClass): each chat
+// has a second claim for its checkpoint Store that no sandbox pod mounts;
+// takes, restores and forks run in checkpoint pods of their own
+// (checkpoints.go), and retention removes that claim with the workspace's.
+//
 // It is the only package of the module that imports client-go.
 //
 // Replicas: gateways that share a namespace coordinate through Lease
@@ -58,7 +63,7 @@
 // The gateway's account needs, in its namespace only: pods (create, get,
 // list, watch, delete), pods/portforward (create, get), pods/exec (create,
 // get; the API-server exec path), persistentvolumeclaims (create, get,
-// list, patch and delete: last use and retention) and
+// list, patch and delete: last use, retention, the checkpoints' list) and
 // leases in coordination.k8s.io (create, get, list, update, delete).
 //
 // The gateway's MCP tools work the same way: Sandbox.WriteToken gives the

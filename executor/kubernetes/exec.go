@@ -152,8 +152,13 @@ func (s *Sandbox) execAPI(ctx context.Context, cmd *executor.Cmd) (executor.Exec
 // stream runs argv in the sandbox container over WebSocket (SPDY when the
 // API server does not upgrade to it).
 func (s *Sandbox) stream(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	e := s.e
-	req := e.cs.CoreV1().RESTClient().Post().Namespace(e.o.Namespace).Resource("pods").Name(s.name).SubResource("exec").
+	return s.e.stream(ctx, s.name, argv, stdin, stdout, stderr)
+}
+
+// stream runs argv in pod's sandbox container over WebSocket (SPDY when
+// the API server does not upgrade to it).
+func (e *Executor) stream(ctx context.Context, pod string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	req := e.cs.CoreV1().RESTClient().Post().Namespace(e.o.Namespace).Resource("pods").Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: ContainerName, Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	ws, err := remotecommand.NewWebSocketExecutor(e.cfg, http.MethodGet, req.URL().String())
 	if err != nil {

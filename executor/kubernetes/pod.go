@@ -99,6 +99,9 @@ func (o Options) Capabilities() executor.Capabilities {
 	if o.QuotaInterval < 0 {
 		c.Quota = executor.QuotaVolume
 	}
+	// Checkpoints live on a chat's claims (checkpoints.go): an emptyDir
+	// workspace has nothing to keep.
+	c.Checkpoints = o.StorageClass != ""
 	return c
 }
 

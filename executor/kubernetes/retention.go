@@ -60,7 +60,8 @@ func (e *Executor) SweepClaims(ctx context.Context) (int, error) {
 			last = t
 		}
 		chat := c.Labels[LabelChat]
-		if c.DeletionTimestamp != nil || chat == "" || time.Since(last) < e.o.Retention {
+		// A checkpoint claim goes with its workspace claim.
+		if c.DeletionTimestamp != nil || chat == "" || c.Labels[LabelRole] == RoleCheckpoint || time.Since(last) < e.o.Retention {
 			continue
 		}
 		removed, err := e.removeClaim(ctx, c.Name, c.ResourceVersion, chat, c.Annotations)
@@ -104,6 +105,11 @@ func (e *Executor) removeClaim(ctx context.Context, name, rv, chat string, ann m
 	err = e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Delete(cctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 	switch {
 	case err == nil:
+		// The workspace's checkpoints go with it.
+		ck := checkpointClaimName(ann[AnnotationUser], ann[AnnotationChat])
+		if err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Delete(cctx, ck, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return true, e.apiError("delete checkpoint claim "+ck, err)
+		}
 		return true, nil
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return false, nil // gone, or used since it was listed

@@ -10,7 +10,12 @@
 //	                      [--deadline RFC3339] [--model-port N] [--egress-port N]
 //	                      [--exec-port N [--reverse]] [--kill-grace 500ms] [--debug]
 //	agentbox-helper mcp --server <id> [--dir /run/agentbox]
+//	agentbox-helper checkpoint run|wait
 //	agentbox-helper version
+//
+// checkpoint run reads a helper.CheckpointRequest (JSON) on stdin and
+// writes its helper.CheckpointResponse on stdout; checkpoint wait idles
+// until SIGTERM, as the main process of a pod that runs it by exec.
 //
 // The mcp relay reads its token from AGENTBOX_TOKEN, else from
 // /run/agentbox/token.
@@ -42,7 +47,7 @@ func main() {
 }
 
 func usage(w io.Writer) {
-	_, _ = fmt.Fprintln(w, "usage: agentbox-helper serve|mcp|tools|version [flags]; see `agentbox-helper serve -h`, `agentbox-helper tools -h`")
+	_, _ = fmt.Fprintln(w, "usage: agentbox-helper serve|mcp|tools|checkpoint|version [flags]; see `agentbox-helper serve -h`, `agentbox-helper tools -h`")
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -59,6 +64,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return serve(ctx, args[1:], stderr)
 	case "mcp":
 		return mcp(ctx, args[1:], stdin, stdout, stderr)
+	case "checkpoint":
+		return checkpointCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "version":
 		_, _ = fmt.Fprintf(stdout, "agentbox-helper protocol %d\n", helper.ProtocolVersion)
 		return 0
@@ -124,4 +131,22 @@ func mcp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 	return 0
+}
+
+// checkpointCmd is `checkpoint run` (one request on stdin, its response
+// on stdout) or `checkpoint wait` (idle until SIGTERM).
+func checkpointCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 1 && args[0] == "run":
+		if err := helper.RunCheckpoint(ctx, stdin, stdout); err != nil {
+			_, _ = fmt.Fprintf(stderr, "agentbox-helper: %v\n", err)
+			return 1
+		}
+		return 0
+	case len(args) == 1 && args[0] == "wait":
+		<-ctx.Done()
+		return 0
+	}
+	_, _ = fmt.Fprintln(stderr, "usage: agentbox-helper checkpoint run|wait")
+	return 2
 }

@@ -1,0 +1,337 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/helper"
+)
+
+// The chats' workspace checkpoints (executor.Checkpointer, with
+// Options.StorageClass) live on a second claim per chat, the checkpoint
+// claim, that no sandbox pod mounts. Each take, restore and fork runs in a
+// checkpoint pod of its own: the image's helper (`agentbox-helper
+// checkpoint run`, package executor/checkpoint's Store) over the chat's
+// workspace claim and its checkpoint claim, run through the API server's
+// exec subresource, under the chat's leases (so no agent process runs in
+// the workspace), the pod removed before the leases go. The agent's pod
+// never mounts the store, and the checkpoint pod shares no process, mount
+// or network namespace with it. The list and head the last operation left
+// are kept on the checkpoint claim (AnnotationCheckpoints), so that
+// Checkpoints, which the middleware reads before every turn, needs no pod.
+
+// Labels, annotations and names of checkpoint pods and claims.
+const (
+	// LabelRole tells a checkpoint claim or pod (RoleCheckpoint) from a
+	// chat's workspace claim and sandbox pod (no label).
+	LabelRole      = "agentbox.io/role"
+	RoleCheckpoint = "checkpoint"
+	// AnnotationCheckpoints on a checkpoint claim is the JSON of its
+	// chat's checkpoints and head (checkpointState), as the last
+	// operation left them.
+	AnnotationCheckpoints = "agentbox.io/checkpoints"
+	// ckMount is where a checkpoint pod mounts place i's claims:
+	// {ckMount}/ws/i and {ckMount}/ck/i.
+	ckMount = "/abx"
+	// maxStateAnnotation bounds AnnotationCheckpoints; a longer list is
+	// read through a pod.
+	maxStateAnnotation = 128 << 10
+)
+
+var _ executor.Checkpointer = (*Executor)(nil)
+
+// checkpointClaimName is a chat's checkpoint claim.
+func checkpointClaimName(user, chat string) string { return "abx-ck-" + chatKey(user, chat) }
+
+// checkpointState is AnnotationCheckpoints.
+type checkpointState struct {
+	List []executor.CheckpointInfo `json:"list"`
+	Head string                    `json:"head,omitempty"`
+}
+
+// place is the plan of a chat's checkpoint work: its ids, chat key and
+// the Spec defaults its claim and pod take.
+func (e *Executor) place(user, chat string) (plan, error) {
+	if e.o.StorageClass == "" {
+		return plan{}, fmt.Errorf("kubernetes executor: checkpoints need workspace claims; set Options.StorageClass: %w", executor.ErrInvalid)
+	}
+	return e.plan(executor.Spec{UserID: user, ChatID: chat}, time.Now())
+}
+
+// lockChat takes the chat's leases (here and across replicas), as Create
+// does: no sandbox runs on the chat until the returned release.
+func (e *Executor) lockChat(ctx context.Context, p plan) (func(), error) {
+	local, err := e.leases.Acquire(ctx, p.chat, p.spec.LeaseWait)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: chat %s/%s: %w", p.spec.UserID, p.spec.ChatID, err)
+	}
+	cl, err := e.acquireLease(ctx, chatLeasePrefix+p.chat, p.spec.LeaseWait, map[string]string{AnnotationUser: p.spec.UserID, AnnotationChat: p.spec.ChatID})
+	if err != nil {
+		local()
+		return nil, fmt.Errorf("kubernetes executor: chat %s/%s: %w", p.spec.UserID, p.spec.ChatID, err)
+	}
+	return func() {
+		cl.release(context.WithoutCancel(ctx))
+		local()
+	}, nil
+}
+
+// checkpointClaim builds a chat's checkpoint claim, sized for b.
+func (e *Executor) checkpointClaim(p plan, b executor.CheckpointBounds) *corev1.PersistentVolumeClaim {
+	c := e.claim(p)
+	c.Name = checkpointClaimName(p.spec.UserID, p.spec.ChatID)
+	c.Labels[LabelRole] = RoleCheckpoint
+	size := max(b.Bytes, executor.DefaultCheckpointBytes)
+	// Room for the manifests and the file system's own blocks.
+	c.Spec.Resources.Requests[corev1.ResourceStorage] = *resource.NewQuantity(size+size/8, resource.BinarySI)
+	return c
+}
+
+// ensureClaims makes the chat's workspace and checkpoint claims unless
+// they exist.
+func (e *Executor) ensureClaims(ctx context.Context, p plan, b executor.CheckpointBounds) error {
+	if err := e.ensureClaim(ctx, p); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	defer cancel()
+	c := e.checkpointClaim(p, b)
+	_, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Create(cctx, c, metav1.CreateOptions{})
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return e.apiError("create checkpoint claim "+c.Name, err)
+}
+
+// TakeCheckpoint implements executor.Checkpointer.
+func (e *Executor) TakeCheckpoint(ctx context.Context, user, chat, label string, b executor.CheckpointBounds) (executor.CheckpointInfo, error) {
+	resp, err := e.checkpointOp(ctx, helper.CheckpointRequest{Op: "take", Label: label, Bounds: b}, b, user, chat)
+	return resp.Info, err
+}
+
+// RestoreCheckpoint implements executor.Checkpointer.
+func (e *Executor) RestoreCheckpoint(ctx context.Context, user, chat, id string) (executor.RestoreInfo, error) {
+	resp, err := e.checkpointOp(ctx, helper.CheckpointRequest{Op: "restore", ID: id}, executor.CheckpointBounds{}, user, chat)
+	return resp.Restore, err
+}
+
+// ForkCheckpoint implements executor.Checkpointer: one checkpoint pod
+// mounts both chats' claims.
+func (e *Executor) ForkCheckpoint(ctx context.Context, user, chat, id, toUser, toChat string, b executor.CheckpointBounds) (executor.CheckpointInfo, error) {
+	if user == toUser && chat == toChat {
+		return executor.CheckpointInfo{}, fmt.Errorf("kubernetes executor: fork %s/%s into itself; name another chat: %w", user, chat, executor.ErrInvalid)
+	}
+	resp, err := e.checkpointOp(ctx, helper.CheckpointRequest{Op: "fork", ID: id, Bounds: b}, b, user, chat, toUser, toChat)
+	return resp.Info, err
+}
+
+// Checkpoints implements executor.Checkpointer: the list the last
+// operation left on the checkpoint claim, or, when it is not there (a
+// list too long for an annotation), the Store's own through a pod. A chat
+// without a checkpoint claim has none.
+func (e *Executor) Checkpoints(ctx context.Context, user, chat string) ([]executor.CheckpointInfo, string, error) {
+	p, err := e.place(user, chat)
+	if err != nil {
+		return nil, "", err
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	c, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Get(cctx, checkpointClaimName(user, chat), metav1.GetOptions{})
+	cancel()
+	if apierrors.IsNotFound(err) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", e.apiError("get checkpoint claim", err)
+	}
+	var st checkpointState
+	if a, ok := c.Annotations[AnnotationCheckpoints]; ok && json.Unmarshal([]byte(a), &st) == nil {
+		return st.List, st.Head, nil
+	}
+	resp, err := e.checkpointOp(ctx, helper.CheckpointRequest{Op: "list"}, executor.CheckpointBounds{}, p.spec.UserID, p.spec.ChatID)
+	return resp.List, resp.Head, err
+}
+
+// checkpointOp runs req over the places (user, chat pairs: the first is
+// the Store's, a second the fork's) in a checkpoint pod, under their
+// leases, and records the resulting list on the last place's checkpoint
+// claim.
+func (e *Executor) checkpointOp(ctx context.Context, req helper.CheckpointRequest, b executor.CheckpointBounds, ids ...string) (helper.CheckpointResponse, error) {
+	var places []plan
+	for i := 0; i+1 < len(ids); i += 2 {
+		p, err := e.place(ids[i], ids[i+1])
+		if err != nil {
+			return helper.CheckpointResponse{}, err
+		}
+		places = append(places, p)
+	}
+	// Locked in one order, so that two forks between the same chats in
+	// opposite directions cannot wait on each other.
+	locking := slices.SortedFunc(slices.Values(places), func(a, b plan) int { return strings.Compare(a.chat, b.chat) })
+	for _, p := range locking {
+		release, err := e.lockChat(ctx, p)
+		if err != nil {
+			return helper.CheckpointResponse{}, err
+		}
+		defer release()
+		if err := e.ensureClaims(ctx, p, b); err != nil {
+			return helper.CheckpointResponse{}, err
+		}
+	}
+	req.UID, req.GID = int(e.o.UID), int(e.o.GID)
+	req.Store, req.Workspace = ckMount+"/ck/0", ckMount+"/ws/0"
+	if len(places) > 1 {
+		req.ToStore, req.ToWorkspace = ckMount+"/ck/1", ckMount+"/ws/1"
+	}
+	resp, err := e.runCheckpointPod(ctx, places, req)
+	if err != nil {
+		return resp, err
+	}
+	if err := resp.Err(); err != nil {
+		return resp, fmt.Errorf("kubernetes executor: checkpoint %s of %s/%s: %w", req.Op, ids[0], ids[1], err)
+	}
+	last := places[len(places)-1]
+	e.recordCheckpoints(ctx, last, checkpointState{List: resp.List, Head: resp.Head})
+	return resp, nil
+}
+
+// recordCheckpoints keeps st on the chat's checkpoint claim; when it
+// cannot, it removes what is there, so that Checkpoints reads the Store.
+func (e *Executor) recordCheckpoints(ctx context.Context, p plan, st checkpointState) {
+	var val *string
+	if b, err := json.Marshal(st); err == nil && len(b) <= maxStateAnnotation {
+		v := string(b)
+		val = &v
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{AnnotationCheckpoints: val}}})
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.CallTimeout)
+	defer cancel()
+	name := checkpointClaimName(p.spec.UserID, p.spec.ChatID)
+	if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Patch(cctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		e.logger.Warn("could not record the chat's checkpoints on its claim; listing them will read the store", "claim", name, "error", e.apiError("patch claim", err))
+	}
+}
+
+// maxCheckpointResponse bounds what a checkpoint pod's helper writes back.
+const maxCheckpointResponse = 8 << 20
+
+// runCheckpointPod starts a checkpoint pod over the places' claims, runs
+// the helper's `checkpoint run` in it with req, and removes it (waiting
+// until it is gone, so that the chat's next pod never meets it).
+func (e *Executor) runCheckpointPod(ctx context.Context, places []plan, req helper.CheckpointRequest) (helper.CheckpointResponse, error) {
+	var resp helper.CheckpointResponse
+	pod, err := e.checkpointPod(ctx, places)
+	if err != nil {
+		return resp, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	_, err = e.cs.CoreV1().Pods(e.o.Namespace).Create(cctx, pod, metav1.CreateOptions{})
+	cancel()
+	if err != nil {
+		return resp, e.apiError("create checkpoint pod "+pod.Name, err)
+	}
+	defer func() {
+		if err := e.deletePod(context.WithoutCancel(ctx), pod.Name); err != nil {
+			e.logger.Warn("could not remove a checkpoint pod; the chat's next sandbox removes it", "pod", pod.Name, "error", err)
+		}
+	}()
+	if err := e.waitRunning(ctx, pod.Name); err != nil {
+		return resp, err
+	}
+	in, err := json.Marshal(req)
+	if err != nil {
+		return resp, fmt.Errorf("kubernetes executor: checkpoint request: %w", err)
+	}
+	var out, errb bytes.Buffer
+	stdout := &capWriter{w: &out, left: maxCheckpointResponse, over: func() {}}
+	stderr := &capWriter{w: &errb, left: 64 << 10, over: func() {}}
+	if err := e.stream(ctx, pod.Name, []string{e.o.HelperPath, "checkpoint", "run"}, bytes.NewReader(in), stdout, stderr); err != nil {
+		return resp, fmt.Errorf("kubernetes executor: checkpoint %s in pod %s: %w (stderr: %q); is the image's helper this version?", req.Op, pod.Name, err, errb.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+		return resp, fmt.Errorf("kubernetes executor: checkpoint %s in pod %s: bad response: %w (stderr: %q)", req.Op, pod.Name, err, errb.String())
+	}
+	return resp, nil
+}
+
+// checkpointPod builds the pod of one checkpoint operation: the sandbox's
+// image and security context (read-only root, no service account token,
+// no privilege escalation) but root with the four file capabilities a
+// Store needs, the helper idle as main process, place i's
+// workspace and checkpoint claims at {ckMount}/ws/i and {ckMount}/ck/i.
+// It waits until a closed sandbox pod of the first chat is gone (no agent
+// process runs during the operation); a pod still on it (a parked session
+// pod) fixes the node, as a ReadWriteOnce claim needs.
+func (e *Executor) checkpointPod(ctx context.Context, places []plan) (*corev1.Pod, error) {
+	p := places[0]
+	pod := e.pod(p, "abx-ck-"+p.chat[:12]+"-"+randomID()[:8])
+	pod.Labels[LabelRole] = RoleCheckpoint
+	pod.Spec.ShareProcessNamespace = nil
+	var deadline int64 = 600
+	pod.Spec.ActiveDeadlineSeconds = &deadline
+	c := &pod.Spec.Containers[0]
+	// Root with only the file capabilities a take and a restore need, as
+	// the gateway has on the other backends: the agent can leave files
+	// and directories of mode 000 (its own, which it can chmod, but the
+	// Store reads them as they are) and a restore chowns what it makes to
+	// the sandbox user. Nothing of the agent's reaches this pod.
+	var root int64
+	no := false
+	pod.Spec.SecurityContext.RunAsUser, pod.Spec.SecurityContext.RunAsGroup, pod.Spec.SecurityContext.RunAsNonRoot = &root, &root, &no
+	// No fsGroup: the kubelet would walk both claims to chgrp them at
+	// every mount, and the Store sets the owners of what it makes.
+	pod.Spec.SecurityContext.FSGroup = nil
+	c.SecurityContext.RunAsNonRoot = &no
+	c.SecurityContext.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER"}}
+	c.Command = []string{e.o.HelperPath, "checkpoint", "wait"}
+	c.Env = nil
+	c.WorkingDir = "/"
+	pod.Spec.Volumes, c.VolumeMounts = nil, nil
+	for i, pl := range places {
+		n := strconv.Itoa(i)
+		pod.Spec.Volumes = append(pod.Spec.Volumes,
+			corev1.Volume{Name: "ws-" + n, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(pl.spec.UserID, pl.spec.ChatID)}}},
+			corev1.Volume{Name: "ck-" + n, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: checkpointClaimName(pl.spec.UserID, pl.spec.ChatID)}}})
+		c.VolumeMounts = append(c.VolumeMounts,
+			corev1.VolumeMount{Name: "ws-" + n, MountPath: ckMount + "/ws/" + n},
+			corev1.VolumeMount{Name: "ck-" + n, MountPath: ckMount + "/ck/" + n})
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	defer cancel()
+	list, err := e.cs.CoreV1().Pods(e.o.Namespace).List(cctx, metav1.ListOptions{LabelSelector: LabelChat + "=" + p.chat})
+	if err != nil {
+		return nil, e.apiError("list pods of the chat", err)
+	}
+	for _, other := range list.Items {
+		if other.DeletionTimestamp != nil {
+			// The chat's last sandbox, closed: its agent processes may
+			// still run until the pod is gone.
+			if err := e.deletePod(ctx, other.Name); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if other.Spec.NodeName != "" && pod.Spec.Affinity == nil {
+			// Through the scheduler (not nodeName), which binds a claim
+			// that waits for its first consumer.
+			pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{other.Spec.NodeName},
+				}}}},
+			}}}
+		}
+	}
+	return pod, nil
+}

@@ -1,0 +1,109 @@
+package kubernetes
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentbox/agentbox/executor"
+)
+
+// TestCheckpointsCapability: checkpoints need workspace claims.
+func TestCheckpointsCapability(t *testing.T) {
+	assert.True(t, unitExecutor(t, Options{Image: "img:1", StorageClass: "local"}).Capabilities().Checkpoints)
+	assert.False(t, unitExecutor(t, Options{Image: "img:1"}).Capabilities().Checkpoints, "an emptyDir workspace has nothing to keep")
+	_, _, err := unitExecutor(t, Options{Image: "img:1"}).Checkpoints(t.Context(), "u1", "c1")
+	assert.ErrorIs(t, err, executor.ErrInvalid)
+}
+
+// claimsOf lists the claims a pod mounts.
+func claimsOf(pod *corev1.Pod) []string {
+	var names []string
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			names = append(names, v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	return names
+}
+
+// TestCheckpointPodSpec: the agent's pod mounts the workspace claim only;
+// the checkpoint pod mounts the workspace and checkpoint claims of its
+// places, with the sandbox's security context, the helper idle as its
+// main process, and no process namespace to share.
+func TestCheckpointPodSpec(t *testing.T) {
+	e, _ := newFake(t, Options{StorageClass: "local"})
+	p, err := e.place("u1", "c1")
+	require.NoError(t, err)
+	agent := e.pod(p, "abx-x")
+	assert.Equal(t, []string{claimName("u1", "c1")}, claimsOf(agent), "the agent's pod never mounts the store")
+
+	q, err := e.place("u2", "c2")
+	require.NoError(t, err)
+	pod, err := e.checkpointPod(t.Context(), []plan{p, q})
+	require.NoError(t, err)
+	assert.Equal(t, []string{claimName("u1", "c1"), checkpointClaimName("u1", "c1"), claimName("u2", "c2"), checkpointClaimName("u2", "c2")}, claimsOf(pod))
+	assert.Equal(t, RoleCheckpoint, pod.Labels[LabelRole])
+	assert.Equal(t, p.chat, pod.Labels[LabelChat], "the chat's next sandbox removes a checkpoint pod left on it")
+	assert.Nil(t, pod.Spec.ShareProcessNamespace)
+	assert.Nil(t, pod.Spec.SecurityContext.FSGroup, "no walk of the claims at every mount")
+	assert.False(t, *pod.Spec.AutomountServiceAccountToken)
+	c := pod.Spec.Containers[0]
+	assert.Equal(t, []string{e.o.HelperPath, "checkpoint", "wait"}, c.Command)
+	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+	assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+	assert.Equal(t, []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER"}, c.SecurityContext.Capabilities.Add)
+	assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	assert.Equal(t, int64(0), *pod.Spec.SecurityContext.RunAsUser, "reads what the agent made mode 000")
+	assert.True(t, *agent.Spec.SecurityContext.RunAsNonRoot, "the agent's pod is untouched")
+	var mounts []string
+	for _, m := range c.VolumeMounts {
+		mounts = append(mounts, m.MountPath)
+	}
+	assert.Equal(t, []string{"/abx/ws/0", "/abx/ck/0", "/abx/ws/1", "/abx/ck/1"}, mounts)
+}
+
+// TestCheckpointsFromClaim: the list is read from the checkpoint claim
+// without a pod; a chat without one has none.
+func TestCheckpointsFromClaim(t *testing.T) {
+	e, f := newFake(t, Options{StorageClass: "local"})
+	list, head, err := e.Checkpoints(t.Context(), "u1", "c1")
+	require.NoError(t, err)
+	assert.Empty(t, list)
+	assert.Empty(t, head)
+
+	p, err := e.place("u1", "c1")
+	require.NoError(t, err)
+	c := e.checkpointClaim(p, executor.CheckpointBounds{})
+	want := checkpointState{List: []executor.CheckpointInfo{{ID: "ck_1", Label: "start"}, {ID: "ck_2", Label: "turn 1", Files: 3}}, Head: "ck_1"}
+	b, err := json.Marshal(want)
+	require.NoError(t, err)
+	c.Annotations[AnnotationCheckpoints] = string(b)
+	_, err = f.cs.CoreV1().PersistentVolumeClaims("ns").Create(t.Context(), c, metav1.CreateOptions{})
+	require.NoError(t, err)
+	list, head, err = e.Checkpoints(t.Context(), "u1", "c1")
+	require.NoError(t, err)
+	assert.Equal(t, want.List, list)
+	assert.Equal(t, "ck_1", head)
+	assert.Equal(t, 0, int(f.created.Load()), "no pod to read the list")
+}
+
+// TestCheckpointClaimSweptWithWorkspace: the sweep never removes a
+// checkpoint claim on its own (it is not touched as the workspace is), and
+// removes it with its workspace claim.
+func TestCheckpointClaimSweptWithWorkspace(t *testing.T) {
+	e, f := newFake(t, Options{StorageClass: "local", Retention: 1, RetentionInterval: -1})
+	p, err := e.place("u1", "c1")
+	require.NoError(t, err)
+	require.NoError(t, e.ensureClaims(t.Context(), p, executor.CheckpointBounds{}))
+	n, err := e.SweepClaims(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "the workspace claim, counted once")
+	claims, err := f.cs.CoreV1().PersistentVolumeClaims("ns").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, claims.Items, "the checkpoint claim went with the workspace's")
+}
