@@ -33,7 +33,7 @@ func TestQuotaFlag(t *testing.T) {
 		testenv.RequireRoot(t, "loop-mounted workspace images")
 		data := t.TempDir()
 		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), []string{"-demo", "-dir", "..", "-data", data, "-offline", "always", "-helper", testenv.HelperBinary(t), "-quota", "loop"}, &stdout, &stderr)
+		code := run(context.Background(), []string{"-demo", "-demo-assistant", "coder", "-dir", "..", "-data", data, "-offline", "always", "-helper", testenv.HelperBinary(t), "-quota", "loop"}, &stdout, &stderr)
 		t.Logf("stderr:\n%s", stderr.String())
 		require.Equal(t, 0, code)
 		assert.Contains(t, stderr.String(), "workspace quota: loop-mounted ext4 image per workspace")
