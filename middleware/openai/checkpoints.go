@@ -105,7 +105,8 @@ func (s *Server) checkpointsOf(w http.ResponseWriter, r *http.Request, chat, san
 			methodNotAllowed(w, r, http.MethodPost, openaiErrors{})
 			return
 		}
-		if !s.emptyBody(w, r, "a restore") {
+		var none struct{}
+		if !s.optionalBody(w, r, "a restore", "; send no body, or {}", nil, &none) {
 			return
 		}
 		res, err := s.opts.Checkpoints.RestoreCheckpoint(r.Context(), user, chat, sandbox, id)
@@ -133,9 +134,10 @@ func (s *Server) checkpointsOf(w http.ResponseWriter, r *http.Request, chat, san
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "current": list.Head})
 }
 
-// emptyBody reads a body that must say nothing ({} or none); false when
-// the request is answered already.
-func (s *Server) emptyBody(w http.ResponseWriter, r *http.Request, what string) bool {
+// optionalBody reads into v a body that may be absent, strictly, with
+// members names (none: only {}); a body that is not such an object is
+// refused with hint appended. False when the request is answered already.
+func (s *Server) optionalBody(w http.ResponseWriter, r *http.Request, what, hint string, names []string, v any) bool {
 	defer func() { _ = r.Body.Close() }()
 	body, e := s.readOnce(w, r)
 	if e != nil {
@@ -145,10 +147,9 @@ func (s *Server) emptyBody(w http.ResponseWriter, r *http.Request, what string) 
 	if len(body) == 0 {
 		return true
 	}
-	var none struct{}
-	if err := strictjson.Unmarshal(body, &none, strictjson.Options{}); err != nil {
+	if err := strictjson.Unmarshal(body, v, strictjson.Options{Names: names}); err != nil {
 		e := refusal(what, err)
-		e.Message += "; send no body, or {}"
+		e.Message += hint
 		writeError(w, e)
 		return false
 	}
@@ -159,7 +160,6 @@ func (s *Server) emptyBody(w http.ResponseWriter, r *http.Request, what string) 
 // body, whose members are names; false when the request is answered
 // already.
 func (s *Server) readFork(w http.ResponseWriter, r *http.Request, names []string) (string, forkBody, bool) {
-	defer func() { _ = r.Body.Close() }()
 	var f forkBody
 	user, ok := s.checkpointUser(w, r)
 	if !ok {
@@ -169,18 +169,8 @@ func (s *Server) readFork(w http.ResponseWriter, r *http.Request, names []string
 		methodNotAllowed(w, r, http.MethodPost, openaiErrors{})
 		return "", f, false
 	}
-	body, e := s.readOnce(w, r)
-	if e != nil {
-		s.refuseOwn(w, e, openaiErrors{})
-		return "", f, false
-	}
-	if len(body) == 0 {
-		return user, f, true
-	}
-	if err := strictjson.Unmarshal(body, &f, strictjson.Options{Names: names}); err != nil {
-		e := refusal("fork request", err)
-		e.Message += `; send a JSON object with any of "` + strings.Join(names, `", "`) + `"`
-		writeError(w, e)
+	hint := `; send a JSON object with any of "` + strings.Join(names, `", "`) + `"`
+	if !s.optionalBody(w, r, "fork request", hint, names, &f) {
 		return "", f, false
 	}
 	return user, f, true
