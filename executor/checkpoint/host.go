@@ -152,13 +152,13 @@ func (h *Host) fork(ctx context.Context, user, chat, id, toUser, toChat string, 
 		return executor.CheckpointInfo{}, err
 	}
 	if list, err := to.List(); err != nil || len(list) > 0 {
-		return executor.CheckpointInfo{}, fmt.Errorf("checkpoint: fork into %s/%s: it has checkpoints of its own: %w", toUser, toChat, executor.ErrInvalid)
+		return executor.CheckpointInfo{}, fmt.Errorf("checkpoint: fork into %s/%s: it has checkpoints of its own; fork into a chat that has none: %w", toUser, toChat, executor.ErrInvalid)
 	}
 	if _, err := h.layout.Prepare(toUser, toChat, h.uid, h.gid); err != nil {
 		return executor.CheckpointInfo{}, err
 	}
 	if entries, err := os.ReadDir(ws); err != nil || len(entries) > 0 {
-		return executor.CheckpointInfo{}, fmt.Errorf("checkpoint: fork into %s/%s: its workspace is not empty: %w", toUser, toChat, executor.ErrInvalid)
+		return executor.CheckpointInfo{}, fmt.Errorf("checkpoint: fork into %s/%s: its workspace is not empty; fork into a chat that has none: %w", toUser, toChat, executor.ErrInvalid)
 	}
 	if _, err := from.restoreInto(ctx, ws, id); err != nil {
 		return executor.CheckpointInfo{}, mapErr(err)

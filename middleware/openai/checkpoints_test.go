@@ -90,6 +90,9 @@ func TestCheckpointAPI(t *testing.T) {
 		})
 	}
 
+	gone := do("POST", "/v1/chats/c1/checkpoints/ck_gone/restore", "", alice...)
+	assert.Contains(t, string(gone.Body), `"code":"checkpoint_not_found"`, "not a model's code")
+
 	bad := map[string]struct {
 		method, path, body string
 		headers            []string

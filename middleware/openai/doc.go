@@ -140,7 +140,7 @@
 //
 //	kind            status  type                   code
 //	bad_request     400     invalid_request_error  invalid_request (413 request_too_large for the body cap)
-//	not_found       404     invalid_request_error  model_not_found (param "model")
+//	not_found       404     invalid_request_error  model_not_found (param "model") (sandbox_not_found, checkpoint_not_found, ... for the others)
 //	busy            409     conflict_error         chat_busy (x-should-retry: true)
 //	overloaded      429     rate_limit_error       sandbox_capacity (x-should-retry: true, Retry-After, retry-after-ms)
 //	hook_rejected   422     invalid_request_error  rejected_by_hook

@@ -48,6 +48,8 @@ func bodyOf(e *middleware.Error) errorBody {
 	switch {
 	case e.Kind == middleware.KindNotFound && e.Param == "sandbox":
 		code = "sandbox_not_found"
+	case e.Kind == middleware.KindNotFound && e.Param == "checkpoint":
+		code = "checkpoint_not_found"
 	case e.Kind == middleware.KindBusy && e.Param == "id":
 		code = "sandbox_exists"
 	case e.Kind == middleware.KindNotFound && e.Param == "previous_response_id":
