@@ -123,6 +123,12 @@ type Proxy struct {
 	mu      sync.Mutex
 	closed  bool
 	tunnels map[net.Conn]struct{}
+
+	// live counts what may still log: each client connection until its
+	// closing hook has run, and each handler until it returns. Close
+	// waits for it, so that every attempt's line is out when Close
+	// returns.
+	live live
 }
 
 // New returns a proxy; Serve starts it.
@@ -202,8 +208,10 @@ func (p *Proxy) Serve(ln net.Listener) error {
 	return err
 }
 
-// Close stops the proxy and cuts every connection, tunnels included. It
-// is safe to call more than once.
+// Close stops the proxy and cuts every connection, tunnels included, and
+// returns once each attempt's line is logged and counted: a request
+// net/http turned down is logged after its client saw the connection
+// close. It is safe to call more than once.
 func (p *Proxy) Close() error {
 	p.cancel()
 	p.mu.Lock()
@@ -212,7 +220,11 @@ func (p *Proxy) Close() error {
 		_ = c.Close()
 	}
 	p.mu.Unlock()
-	return p.srv.Close()
+	err := p.srv.Close()
+	if n := p.live.wait(closeWait); n > 0 {
+		err = errors.Join(err, fmt.Errorf("egress: %d connections or handlers still running %v after Close; their lines may come later", n, closeWait))
+	}
+	return err
 }
 
 // Stats returns the counters so far.
@@ -283,6 +295,8 @@ func (p *Proxy) logAttempt(a *attempt) {
 // absolute-form http:// or https:// request is forwarded, anything else is
 // refused.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.live.enter()
+	defer p.live.leave() // after the attempt's line
 	served(r)
 	a := &attempt{method: r.Method, start: time.Now()}
 	defer p.logAttempt(a)

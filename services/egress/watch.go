@@ -288,13 +288,14 @@ func (p *Proxy) watch(srv *http.Server, log hclog.Logger, ended func()) {
 			if !cc.end() {
 				return
 			}
-			if ended != nil {
-				ended()
-			}
 			// A head cut short by Close is the run ending, not a refusal;
-			// one net/http answered was refused all the same.
+			// one net/http answered was refused all the same. The line
+			// goes out before ended, which lets Close return.
 			if refused && (u.status != 0 || p.ctx.Err() == nil) {
 				p.refuseUnserved(log, u)
+			}
+			if ended != nil {
+				ended()
 			}
 		}
 	}
@@ -327,17 +328,93 @@ func (l *clientListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !l.p.live.admit() {
+			_ = c.Close() // the proxy is closing
+			continue
+		}
 		if n := l.open.Add(1); n > int64(l.p.maxClients()) {
 			l.open.Add(-1)
 			l.p.refuseClient(c)
+			l.p.live.leave()
 			continue
 		}
 		return newClientConn(c), nil
 	}
 }
 
-// ended counts a client connection out.
-func (l *clientListener) ended() { l.open.Add(-1) }
+// ended counts a client connection out, after its hooks logged.
+func (l *clientListener) ended() {
+	l.open.Add(-1)
+	l.p.live.leave()
+}
+
+// closeWait bounds how long Close waits for connections' hooks and
+// handlers to finish once it has cut them.
+const closeWait = 10 * time.Second
+
+// live counts a proxy's connections and handlers that may still log.
+type live struct {
+	mu     sync.Mutex
+	n      int
+	closed bool
+	zero   chan struct{} // closed when n reaches 0 after wait began
+}
+
+// admit counts one more connection, or returns false once wait began.
+func (l *live) admit() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.n++
+	return true
+}
+
+// enter counts one more handler. A handler runs on an admitted
+// connection, so n is above zero already.
+func (l *live) enter() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+}
+
+// leave counts a connection or handler out.
+func (l *live) leave() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n--
+	if l.n == 0 && l.zero != nil {
+		close(l.zero)
+		l.zero = nil
+	}
+}
+
+// wait refuses further connections and waits up to d for the count to
+// reach zero; it returns what is still counted.
+func (l *live) wait(d time.Duration) int {
+	l.mu.Lock()
+	l.closed = true
+	if l.n == 0 {
+		l.mu.Unlock()
+		return 0
+	}
+	if l.zero == nil {
+		l.zero = make(chan struct{})
+	}
+	zero := l.zero
+	l.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-zero:
+		return 0
+	case <-t.C:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.n
+	}
+}
 
 func (p *Proxy) maxClients() int { return clientsPerSlot * p.o.MaxConcurrent }
 

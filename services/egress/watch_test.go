@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -171,4 +173,34 @@ func TestServedConnectionsLogNothingMore(t *testing.T) {
 	assert.Len(t, r.lines(t), 3, r.logs.String())
 	assert.Empty(t, r.refusedLines(t))
 	assert.Empty(t, r.refusals())
+}
+
+// slowWriter holds each write for a while before it lands, as a loaded
+// machine or a slow log sink does.
+type slowWriter struct {
+	testenv.SyncBuffer
+	delay time.Duration
+}
+
+func (w *slowWriter) Write(b []byte) (int, error) {
+	time.Sleep(w.delay)
+	return w.SyncBuffer.Write(b)
+}
+
+// TestCloseWaitsForTheLastLine: net/http answers a malformed request and
+// closes the connection before the proxy's hook logs it, so a run that
+// ends right after its agent saw the answer would lose the line unless
+// Close waits for it (a CI run lost one this way under load).
+func TestCloseWaitsForTheLastLine(t *testing.T) {
+	logs := &slowWriter{delay: 300 * time.Millisecond}
+	p, err := New(Options{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, JSONFormat: true})})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = p.Serve(ln) }()
+	got := sendRaw(t, ln.Addr().String(), "CONNECT pkgs.test@evil.test:443 HTTP/1.1\r\nHost: pkgs.test@evil.test:443\r\n\r\n", false)
+	require.True(t, strings.HasPrefix(got, "HTTP/1.1 400 "), got)
+	require.NoError(t, p.Close())
+	assert.Contains(t, logs.String(), `"reason":"malformed"`, "the line is out when Close returns")
+	assert.Equal(t, int64(1), p.Stats().Refused)
 }
