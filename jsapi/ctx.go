@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,6 +66,8 @@ func (inv *invocation) fn(name string, f func(call goja.FunctionCall) (goja.Valu
 		if inv.ctx.Err() != nil {
 			panic(inv.goError(context.Cause(inv.ctx)))
 		}
+		inv.inCall.Store(&builtinCall{name: name, start: time.Now()})
+		defer inv.inCall.Store(nil)
 		v, err := f(call)
 		if err != nil {
 			var te typeErr
@@ -488,6 +491,10 @@ func (inv *invocation) exec(sb executor.Sandbox, call goja.FunctionCall) (goja.V
 	}
 	stdout, stderr := &capped{max: int(limit)}, &capped{max: int(limit)}
 	cmd.Stdout, cmd.Stderr, cmd.MaxOutput = stdout, stderr, limit
+	if c := inv.inCall.Load(); c != nil {
+		// The command is what a stuck Exec's error should name.
+		inv.inCall.Store(&builtinCall{name: fmt.Sprintf("%s(%s)", c.name, truncate(strconv.QuoteToASCII(strings.Join(args, " ")), 200)), start: c.start})
+	}
 	res, err := sb.Exec(inv.ctx, cmd)
 	inv.sandboxBytes += int64(stdout.buf.Len() + stderr.buf.Len())
 	if err != nil {

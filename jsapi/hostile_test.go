@@ -226,6 +226,27 @@ func TestHostileSlowSandboxCallIsCancelledAtTheBudget(t *testing.T) {
 	hostile(t, `function Create(ctx) { ctx.sandbox.Exec(["sleep", "3600"]) }`, &hooks.Context{Sandbox: sb}, "time budget of 500ms", executor.ErrTimeout)
 }
 
+// TestStuckSandboxCallIsNamed: a sandbox call that outlives the budget
+// (a backend that does not heed the cancellation at once) is abandoned,
+// and the error says which call and command it was stuck in, so that the
+// hook's author or the operator knows where the time went.
+func TestStuckSandboxCallIsNamed(t *testing.T) {
+	sb := executortest.NewSandbox(t)
+	release := make(chan struct{})
+	defer close(release)
+	sb.ExecFunc = func(ctx context.Context, _ *executor.Cmd) (executor.ExecResult, error) {
+		<-release // deaf to ctx
+		return executor.ExecResult{}, nil
+	}
+	h, err := jsapi.Compile("src/index.js", []byte(`function Next(ctx) { ctx.sandbox.ReadFile("a.txt"); ctx.sandbox.Exec(["git", "add", "."]) }`),
+		jsapi.Options{Timeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, sb.WriteFile(context.Background(), "a.txt", []byte("a")))
+	_, err = h.Next(context.Background(), &hooks.Context{Sandbox: sb}, hooks.NextPayload{})
+	require.ErrorIs(t, err, executor.ErrTimeout)
+	assert.Contains(t, err.Error(), `it was stuck in ctx.sandbox.Exec("git add .") (running for `)
+}
+
 // TestHostileGoErrorsStayOutOfReach: the Error a failed ctx.sandbox call
 // throws carries no Go value (goja's GoError would expose the Go error as
 // e.value, with its methods and exported fields), and a script that

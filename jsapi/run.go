@@ -37,6 +37,9 @@ type invocation struct {
 	abandoned bool
 	// epoch counts entries to and exits from Go callbacks (odd: inside).
 	epoch atomic.Int64
+	// inCall is the Go callback running now, if any: what an abandoned
+	// invocation's error names.
+	inCall atomic.Pointer[builtinCall]
 	// goErrs maps the Errors thrown by Go callbacks to their Go errors
 	// (see goError). Only the runtime's goroutine touches it.
 	goErrs map[*goja.Object]error
@@ -191,9 +194,19 @@ func (h *Hooks) invoke(parent context.Context, hc *hooks.Context, hook string,
 		h.runaway.Add(-1)
 		inv.log.Warn("abandoned hook invocation finished at last", "after", time.Since(started), "error", err)
 	}()
-	inv.log.Error("hook is stuck in a native call past its budget; abandoned it", "budget", h.opts.Timeout)
+	stuck := "a built-in call"
+	if c := inv.inCall.Load(); c != nil {
+		stuck = fmt.Sprintf("%s (running for %s)", c.name, time.Since(c.start).Round(time.Millisecond))
+	}
+	inv.log.Error("hook is stuck in a native call past its budget; abandoned it", "budget", h.opts.Timeout, "call", stuck)
 	cause := context.Cause(ctx)
-	return &hooks.HookError{Hook: hook, Err: cause, Message: cause.Error() + " (it was stuck in a built-in call and was abandoned)"}
+	return &hooks.HookError{Hook: hook, Err: cause, Message: fmt.Sprintf("%s (it was stuck in %s and was abandoned)", cause.Error(), stuck)}
+}
+
+// builtinCall is a Go callback a script is inside.
+type builtinCall struct {
+	name  string
+	start time.Time
 }
 
 // call runs the script's top level and the hook, and converts the result.

@@ -42,10 +42,16 @@ func seedHooks(t *testing.T, dir string) *jsapi.Hooks {
 
 func newExecutor(t *testing.T) (*docker.Executor, string) {
 	t.Helper()
+	return newExecutorLogging(t, nil)
+}
+
+// newExecutorLogging is newExecutor logging to log: what a failure shows.
+func newExecutorLogging(t *testing.T, log hclog.Logger) (*docker.Executor, string) {
+	t.Helper()
 	img := testenv.RequireImage(t)
 	data := t.TempDir()
 	e, err := docker.New(context.Background(), docker.Options{DataDir: data, Image: img, HelperBinary: testenv.HelperBinary(t),
-		ReconcileInterval: -1, RetentionInterval: -1})
+		ReconcileInterval: -1, RetentionInterval: -1, Logger: log})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, e.Close()) })
 	return e, data
@@ -130,7 +136,8 @@ func TestSeedNextStoresResult(t *testing.T) {
 
 func seedNextStoresResult(t *testing.T, dir string) {
 	h := seedHooks(t, dir)
-	e, _ := newExecutor(t)
+	elog := &testenv.SyncBuffer{}
+	e, _ := newExecutorLogging(t, hclog.New(&hclog.LoggerOptions{Output: elog, Level: hclog.Debug}))
 	ctx := context.Background()
 	sb, err := e.Create(ctx, spec("next"))
 	require.NoError(t, err)
@@ -143,7 +150,7 @@ func seedNextStoresResult(t *testing.T, dir string) {
 	hc := &hooks.Context{UserID: "u1", ChatID: "next", AssistantID: "coder", Sandbox: sb,
 		Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug, DisableTime: true})}
 	res, err := h.Next(ctx, hc, hooks.NextPayload{Completion: &executor.Completion{Content: "done", FinishReason: executor.FinishStop}})
-	require.NoError(t, err)
+	require.NoError(t, err, "the hook's log:\n%s\nthe executor's log:\n%s", logs.String(), elog.String())
 	assert.Nil(t, res, "Next returns null: the default response stays")
 	req, _ := hc.Stores()
 	v, ok := req.Get("generated_result")
