@@ -197,12 +197,27 @@ func (o *Orchestrator) CreateSandbox(ctx context.Context, user string, c Sandbox
 		reg.byUser[user] = mine
 	}
 	mine[c.ID] = s
+	if c.Prewarm {
+		// The prewarm is the sandbox's first use: like a request, it
+		// holds the TTL, which counts from when the sandbox is handed
+		// back. A TTL shorter than a container start on a loaded
+		// machine would otherwise stop the sandbox before its creator
+		// saw it.
+		s.running++
+	}
 	s.timer = time.AfterFunc(c.TTL, func() { reg.expire(s) })
 	reg.save(user)
 	reg.mu.Unlock()
 	o.log.Info("client sandbox created", "user", user, "sandbox", c.ID, "assistant", a.ID, "ttl", c.TTL, "prewarm", c.Prewarm)
 	if c.Prewarm {
-		if err := o.prewarm(ctx, s, a); err != nil {
+		err := o.prewarm(ctx, s, a)
+		reg.mu.Lock()
+		s.running--
+		if err == nil && reg.byUser[user][c.ID] == s {
+			reg.extend(s)
+		}
+		reg.mu.Unlock()
+		if err != nil {
 			_ = o.DeleteSandbox(context.WithoutCancel(ctx), user, c.ID)
 			return ClientSandbox{}, err
 		}

@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/executortest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/middleware"
 	"github.com/agentbox/agentbox/middleware/internal/scripted"
 )
@@ -145,6 +148,34 @@ func TestClientSandboxRun(t *testing.T) {
 	req.AssistantID = "coder"
 	_, err = e.h.Handle(ctx, req, nil)
 	assert.ErrorIs(t, err, &middleware.Error{Kind: middleware.KindNotFound})
+}
+
+// TestClientSandboxPrewarmHoldsTheTTL: a prewarm that takes longer than
+// the sandbox's TTL (a container start on a loaded machine) does not stop
+// the sandbox under its creator: the TTL counts from when it is handed
+// back, and only then runs out without a heartbeat.
+func TestClientSandboxPrewarmHoldsTheTTL(t *testing.T) {
+	logs := &testenv.SyncBuffer{}
+	e := newEnv(t, withOptions(func(o *middleware.Options) {
+		o.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})
+	}))
+	defer func() { t.Log(logs.String()) }()
+	onCreate := e.ex.OnCreate
+	e.ex.OnCreate = func(sb *executortest.FakeSandbox) {
+		time.Sleep(1500 * time.Millisecond)
+		onCreate(sb)
+	}
+	ctx := context.Background()
+	sb, err := e.o.CreateSandbox(ctx, "alice", middleware.SandboxCreate{ID: "slow", Assistant: "coder", TTL: time.Second, Prewarm: true})
+	require.NoError(t, err)
+	// The fake backend keeps no containers, so the sandbox is idle, not
+	// warm; what matters is that its TTL did not pass during the start.
+	assert.Equal(t, middleware.SandboxIdle, sb.State, "handed back live, though its start took longer than its TTL")
+	assert.WithinDuration(t, time.Now().Add(time.Second), sb.Expires, 500*time.Millisecond, "the TTL counts from the hand-back")
+	require.Eventually(t, func() bool {
+		s, err := e.o.Sandbox("alice", "slow")
+		return err == nil && s.State == middleware.SandboxStopped
+	}, 10*time.Second, 20*time.Millisecond, "then no heartbeat within the ttl stops it")
 }
 
 // TestClientSandboxesSurviveARestart: with Options.SandboxDir, a new
