@@ -295,6 +295,25 @@ func asString(v jsontext.Value) string {
 	return gjson.ParseBytes(v).String()
 }
 
+// names are the values a type or role takes, which asName returns
+// without a copy.
+var names = []string{"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
+	"tool_search_call", "tool_search_output", "reasoning", "user", "assistant", "developer", "system",
+	"input_text", "output_text", "text", "summary_text", "refusal", "input_image", "input_file",
+	"function", "custom", "namespace", "tool_search", "client"}
+
+// asName is asString for a type or role.
+func asName(v jsontext.Value) string {
+	if len(v) >= 2 && v[0] == '"' {
+		for _, n := range names {
+			if string(v[1:len(v)-1]) == n {
+				return n
+			}
+		}
+	}
+	return asString(v)
+}
+
 // asBool is v as gjson's Bool read it.
 func asBool(v jsontext.Value) bool {
 	if len(v) == 0 {

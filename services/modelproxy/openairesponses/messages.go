@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -92,10 +93,11 @@ var ephemeral = &cacheControl{Type: "ephemeral"}
 // so far from the cache.
 func messagesBody(r *request, o MessagesOptions) ([]byte, error) {
 	var msgs []messagesTurn
+	dec := jsontext.NewDecoder(strings.NewReader(""))
 	for _, t := range r.turns {
 		var blocks []messagesBlock
 		for _, p := range t.parts {
-			if b, ok := messagesContent(p); ok {
+			if b, ok := messagesContent(p, dec); ok {
 				blocks = append(blocks, b)
 			}
 		}
@@ -154,7 +156,7 @@ func cmpInt(a, b int64) int64 {
 
 // messagesContent is one part as a content block; an empty text (which
 // the API refuses) is none.
-func messagesContent(p part) (messagesBlock, bool) {
+func messagesContent(p part, dec *jsontext.Decoder) (messagesBlock, bool) {
 	switch p.kind {
 	case "text":
 		if blank(p.text) {
@@ -167,6 +169,9 @@ func messagesContent(p part) (messagesBlock, bool) {
 		}
 		return messagesBlock{Type: "image", Source: urlSource{Type: "url", URL: p.image}}, true
 	case "call":
+		if in, ok := rawInput(dec, p.args); ok {
+			return messagesBlock{Type: "tool_use", ID: &p.id, Name: &p.name, Input: in}, true
+		}
 		var input any
 		if err := json.Unmarshal([]byte(p.args), &input); err != nil {
 			input = map[string]string{"arguments": p.args}
@@ -189,6 +194,46 @@ func messagesContent(p part) (messagesBlock, bool) {
 		return b, true
 	}
 	return messagesBlock{}, false
+}
+
+// rawInput is args as a tool use's input when it is what encoding/json's
+// round trip below (into any and back) gives as JSON, so that it can pass
+// as it is: one object, strictly valid (no repeated name, valid UTF-8,
+// which the round trip would merge or replace), whose numbers are
+// integers of at most 15 digits (exact as float64s). Most calls' arguments
+// are, and the round trip is the larger part of a body's encoding. dec is
+// reused from call to call.
+func rawInput(dec *jsontext.Decoder, args string) (jsontext.Value, bool) {
+	if len(args) == 0 || args[0] != '{' {
+		return nil, false
+	}
+	dec.Reset(strings.NewReader(args))
+	for {
+		tok, err := dec.ReadToken()
+		if errors.Is(err, io.EOF) {
+			return jsontext.Value(args), true
+		}
+		if err != nil {
+			return nil, false
+		}
+		if tok.Kind() == '0' && !exactInt(args[:dec.InputOffset()]) {
+			return nil, false
+		}
+	}
+}
+
+// exactInt says whether the number that ends s is an integer of 1 to 15
+// digits (no fraction, no exponent).
+func exactInt(s string) bool {
+	n := 0
+	for n < len(s) && s[len(s)-1-n] >= '0' && s[len(s)-1-n] <= '9' {
+		n++
+	}
+	if n == 0 || n > 15 {
+		return false
+	}
+	rest := strings.TrimSuffix(s[:len(s)-n], "-")
+	return !strings.HasSuffix(rest, ".") && !strings.HasSuffix(rest, "e") && !strings.HasSuffix(rest, "E") && !strings.HasSuffix(rest, "+")
 }
 
 // dataURL splits a data: URL of base64 data.

@@ -118,7 +118,7 @@ func decodeRequest(raw []byte) (*request, error) {
 // proxy refuses before the translation) have no function.
 func (r *request) addTool(t toolSpec, namespace string) {
 	name, desc := asString(t.name), text(t.description)
-	switch asString(t.typ) {
+	switch asName(t.typ) {
 	case "function":
 		up := name
 		if namespace != "" {
@@ -135,7 +135,7 @@ func (r *request) addTool(t toolSpec, namespace string) {
 			r.addTool(m, name)
 		}
 	case "tool_search":
-		if asString(t.execution) == "client" {
+		if asName(t.execution) == "client" {
 			r.function("tool_search", desc, t.parameters, callKind{item: "tool_search_call", name: "tool_search"})
 		}
 	}
@@ -174,7 +174,7 @@ func (r *request) decodeChoice(c jsontext.Value) error {
 
 // item adds one input item to the conversation.
 func (r *request) item(it itemSpec) error {
-	typ := asString(it.typ)
+	typ := asName(it.typ)
 	if typ == "" && it.role != nil {
 		typ = "message"
 	}
@@ -220,7 +220,7 @@ func (r *request) item(it itemSpec) error {
 
 // foundNames lists the upstream names of a found tool.
 func foundNames(t toolSpec, namespace string) []string {
-	switch asString(t.typ) {
+	switch asName(t.typ) {
 	case "namespace":
 		var out []string
 		for _, m := range t.tools {
@@ -239,13 +239,13 @@ func foundNames(t toolSpec, namespace string) []string {
 // message adds a message item: developer and system ones are
 // instructions.
 func (r *request) message(it itemSpec) error {
-	role := asString(it.role)
+	role := asName(it.role)
 	var parts []part
 	if it.contentText != nil {
 		parts = []part{{kind: "text", text: text(it.contentText)}}
 	}
 	for _, p := range it.content {
-		switch asString(p.typ) {
+		switch asName(p.typ) {
 		case "input_text", "output_text", "text", "summary_text":
 			parts = append(parts, part{kind: "text", text: text(p.text)})
 		case "refusal":
@@ -298,7 +298,7 @@ func outputText(it itemSpec) jstr {
 	}
 	out := make([]jstr, 0, len(it.output))
 	for _, p := range it.output {
-		switch typ := asString(p.typ); typ {
+		switch typ := asName(p.typ); typ {
 		case "input_text", "output_text", "text":
 			out = append(out, text(p.text))
 		default:
