@@ -3,112 +3,189 @@ package openairesponses
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/tidwall/gjson"
 )
 
+// chatRequest is a Chat Completions request body. Its fields are in the
+// order the API documents them; optional ones are left out when zero.
+type chatRequest struct {
+	Model               string             `json:"model"`
+	Messages            []chatMessage      `json:"messages"`
+	Stream              bool               `json:"stream"`
+	StreamOptions       *chatStreamOptions `json:"stream_options,omitzero"`
+	MaxCompletionTokens int64              `json:"max_completion_tokens,omitzero"`
+	MaxTokens           int64              `json:"max_tokens,omitzero"`
+	Tools               []chatTool         `json:"tools,omitzero"`
+	ToolChoice          any                `json:"tool_choice,omitzero"`
+	ParallelToolCalls   *bool              `json:"parallel_tool_calls,omitzero"`
+	ReasoningEffort     string             `json:"reasoning_effort,omitzero"`
+	EnableThinking      *bool              `json:"enable_thinking,omitzero"`
+	Temperature         *float64           `json:"temperature,omitzero"`
+	TopP                *float64           `json:"top_p,omitzero"`
+}
+
+// chatStreamOptions is stream_options.
+type chatStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// chatMessage is one message. Content is a jstr, nil (null: an
+// assistant's calls without text) or []chatPart.
+type chatMessage struct {
+	Role       string         `json:"role"`
+	Content    any            `json:"content"`
+	ToolCallID *string        `json:"tool_call_id,omitzero"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitzero"`
+}
+
+// chatPart is a content part: a text or an image.
+type chatPart struct {
+	Type     string        `json:"type"`
+	Text     jstr          `json:"text,omitzero"`
+	ImageURL *chatImageURL `json:"image_url,omitzero"`
+}
+
+// chatImageURL is an image part's URL.
+type chatImageURL struct {
+	URL string `json:"url"`
+}
+
+// chatToolCall is an assistant's tool call.
+type chatToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function chatFunction `json:"function"`
+}
+
+// chatFunction is a called function.
+type chatFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// chatTool is an offered function.
+type chatTool struct {
+	Type     string          `json:"type"`
+	Function chatFunctionDef `json:"function"`
+}
+
+// chatFunctionDef is an offered function's name, description and schema.
+type chatFunctionDef struct {
+	Name        string         `json:"name"`
+	Description jstr           `json:"description"`
+	Parameters  jsontext.Value `json:"parameters"`
+}
+
+// chatToolChoice is tool_choice naming a function.
+type chatToolChoice struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name string `json:"name"`
+	} `json:"function"`
+}
+
+// encodeOptions write an upstream body: texts and schemas pass as they
+// came in the request (escapes, repeated names and all), and an empty
+// conversation is null, as encoding/json wrote it.
+var encodeOptions = jsonv2.JoinOptions(jsontext.PreserveRawStrings(true), jsontext.AllowDuplicateNames(true),
+	jsontext.AllowInvalidUTF8(true), jsonv2.FormatNilSliceAsNull(true))
+
 // chatBody encodes r as a Chat Completions request.
 func chatBody(r *request, o ChatOptions) ([]byte, error) {
-	var msgs []map[string]any
-	if s := r.systemText(); s != "" {
-		msgs = append(msgs, map[string]any{"role": "system", "content": s})
+	var msgs []chatMessage
+	if s := r.systemText(); !emptyText(s) {
+		msgs = append(msgs, chatMessage{Role: "system", Content: s})
 	}
 	for _, t := range r.turns {
 		if t.role == "assistant" {
 			msgs = append(msgs, chatAssistant(t))
 			continue
 		}
-		var content []map[string]any
+		var content []chatPart
 		flush := func() {
 			if len(content) == 0 {
 				return
 			}
-			if len(content) == 1 && content[0]["type"] == "text" {
-				msgs = append(msgs, map[string]any{"role": "user", "content": content[0]["text"]})
+			if len(content) == 1 && content[0].Type == "text" {
+				msgs = append(msgs, chatMessage{Role: "user", Content: content[0].Text})
 			} else {
-				msgs = append(msgs, map[string]any{"role": "user", "content": content})
+				msgs = append(msgs, chatMessage{Role: "user", Content: content})
 			}
 			content = nil
 		}
 		for _, p := range t.parts {
 			switch p.kind {
 			case "text":
-				content = append(content, map[string]any{"type": "text", "text": p.text})
+				content = append(content, chatPart{Type: "text", Text: p.text})
 			case "image":
-				content = append(content, map[string]any{"type": "image_url", "image_url": map[string]string{"url": p.image}})
+				content = append(content, chatPart{Type: "image_url", ImageURL: &chatImageURL{URL: p.image}})
 			case "result":
 				flush()
-				msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": p.id, "content": p.text})
+				msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: &p.id, Content: p.text})
 			}
 		}
 		flush()
 	}
-	body := map[string]any{"model": cmpOr(o.Model, r.model), "messages": msgs, "stream": r.stream}
+	body := chatRequest{Model: cmpOr(o.Model, r.model), Messages: msgs, Stream: r.stream, Temperature: r.temperature, TopP: r.topP}
 	if r.stream && o.StreamUsage {
-		body["stream_options"] = map[string]any{"include_usage": true}
+		body.StreamOptions = &chatStreamOptions{IncludeUsage: true}
 	}
 	if n := capTokens(r.maxOutput, o.MaxTokensCeiling); n > 0 {
 		if o.MaxCompletionTokens {
-			body["max_completion_tokens"] = n
+			body.MaxCompletionTokens = n
 		} else {
-			body["max_tokens"] = n
+			body.MaxTokens = n
 		}
 	}
 	if len(r.tools) > 0 {
-		tools := make([]map[string]any, len(r.tools))
+		body.Tools = make([]chatTool, len(r.tools))
 		for i, f := range r.tools {
-			tools[i] = map[string]any{"type": "function", "function": map[string]any{"name": f.name, "description": f.description, "parameters": f.parameters}}
+			body.Tools[i] = chatTool{Type: "function", Function: chatFunctionDef{Name: f.name, Description: f.description, Parameters: f.parameters}}
 		}
-		body["tools"] = tools
 		switch r.choice {
 		case "auto", "none", "required":
-			body["tool_choice"] = r.choice
+			body.ToolChoice = r.choice
 		default:
-			body["tool_choice"] = map[string]any{"type": "function", "function": map[string]string{"name": r.choice}}
+			c := chatToolChoice{Type: "function"}
+			c.Function.Name = r.choice
+			body.ToolChoice = c
 		}
-		body["parallel_tool_calls"] = r.parallel
+		body.ParallelToolCalls = &r.parallel
 	}
 	if r.effort != "" {
 		switch o.ThinkingParam {
 		case ThinkingReasoningEffort:
-			body["reasoning_effort"] = r.effort
+			body.ReasoningEffort = r.effort
 		case ThinkingEnableThinking:
-			body["enable_thinking"] = r.effort != "none" && r.effort != "minimal"
+			on := r.effort != "none" && r.effort != "minimal"
+			body.EnableThinking = &on
 		}
 	}
-	if r.temperature != nil {
-		body["temperature"] = *r.temperature
-	}
-	if r.topP != nil {
-		body["top_p"] = *r.topP
-	}
-	return json.Marshal(body)
+	return jsonv2.Marshal(body, encodeOptions)
 }
 
 // chatAssistant is an assistant turn as one Chat Completions message.
-func chatAssistant(t turn) map[string]any {
-	var text bytes.Buffer
-	var calls []map[string]any
+func chatAssistant(t turn) chatMessage {
+	var texts []jstr
+	var calls []chatToolCall
 	for _, p := range t.parts {
 		switch p.kind {
 		case "text":
-			if text.Len() > 0 {
-				text.WriteString("\n\n")
+			if !emptyText(p.text) { // an empty text adds no separator
+				texts = append(texts, p.text)
 			}
-			text.WriteString(p.text)
 		case "call":
-			calls = append(calls, map[string]any{"id": p.id, "type": "function", "function": map[string]string{"name": p.name, "arguments": p.args}})
+			calls = append(calls, chatToolCall{ID: p.id, Type: "function", Function: chatFunction{Name: p.name, Arguments: p.args}})
 		}
 	}
-	m := map[string]any{"role": "assistant", "content": text.String()}
-	if len(calls) > 0 {
-		m["tool_calls"] = calls
-		if text.Len() == 0 {
-			m["content"] = nil
-		}
+	m := chatMessage{Role: "assistant", Content: joinText(texts, "\n\n"), ToolCalls: calls}
+	if len(calls) > 0 && len(texts) == 0 {
+		m.Content = nil
 	}
 	return m
 }

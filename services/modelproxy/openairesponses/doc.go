@@ -41,10 +41,14 @@
 // OpenAI errors; a context overflow is coded context_length_exceeded,
 // which the CLI reports without retrying.
 //
-// Requests and answers are read with gjson and written from maps: the
-// Responses API's item and event unions in openai-go are meant for a
-// client, and decoding into them would drop what they do not model
-// (namespaces, tool search items) or add defaults.
+// A request is read in one pass with jsontext (encoding/json/v2's
+// streaming decoder), its texts kept as the escaped JSON strings they are
+// in the body, and the upstream body is written from structs with
+// encoding/json/v2, the texts copied as they came: most of a 64 KB request
+// is text that passes unchanged. Answers are read with gjson and written
+// from maps. The Responses API's item and event unions in openai-go are
+// meant for a client, and decoding into them would drop what they do not
+// model (namespaces, tool search items) or add defaults.
 //
 // Concurrency: a Transport is safe for concurrent use; each RoundTrip
 // translates one call, and a streamed answer is translated by one

@@ -38,6 +38,21 @@ func golden(t *testing.T, name string, got []byte) {
 	require.Equal(t, string(want), string(got), "differs from %s; if the change is intended run with -update and review the diff", path)
 }
 
+// goldenJSON compares the JSON got with testdata/name as JSON (names in
+// any order, strings however escaped), or writes it under -update: an
+// upstream body's field order and escapes are the encoder's, not the
+// translation's.
+func goldenJSON(t *testing.T, name string, got []byte) {
+	t.Helper()
+	if *update {
+		golden(t, name, indent(t, got))
+		return
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err, "missing golden file; run go test -run %s -update", t.Name())
+	require.JSONEq(t, string(want), string(got), "differs from testdata/%s; if the change is intended run with -update and review the diff", name)
+}
+
 func indent(t *testing.T, b []byte) []byte {
 	t.Helper()
 	var out bytes.Buffer
@@ -87,10 +102,10 @@ func TestRequestGolden(t *testing.T) {
 			require.NoError(t, err)
 			chat, err := chatBody(r, ChatOptions{StreamUsage: true, ThinkingParam: ThinkingReasoningEffort, MaxTokensCeiling: 64000})
 			require.NoError(t, err)
-			golden(t, "request/"+name+".chat.json", indent(t, chat))
+			goldenJSON(t, "request/"+name+".chat.json", chat)
 			msgs, err := messagesBody(r, MessagesOptions{Model: "claude-sonnet-4-5"})
 			require.NoError(t, err)
-			golden(t, "request/"+name+".messages.json", indent(t, msgs))
+			goldenJSON(t, "request/"+name+".messages.json", msgs)
 		})
 	}
 }

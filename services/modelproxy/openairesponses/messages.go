@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/tidwall/gjson"
 )
 
@@ -15,19 +18,86 @@ import (
 // the request names no max_output_tokens; the model proxy always sets one.
 const defaultMaxTokens = 32000
 
+// messagesRequest is a Messages request body. Its fields are in the
+// order the API documents them; optional ones are left out when zero.
+type messagesRequest struct {
+	Model       string          `json:"model"`
+	Messages    []messagesTurn  `json:"messages"`
+	Stream      bool            `json:"stream"`
+	MaxTokens   int64           `json:"max_tokens"`
+	System      []messagesBlock `json:"system,omitzero"`
+	Tools       []messagesTool  `json:"tools,omitzero"`
+	ToolChoice  *messagesChoice `json:"tool_choice,omitzero"`
+	Temperature *float64        `json:"temperature,omitzero"`
+	TopP        *float64        `json:"top_p,omitzero"`
+}
+
+// messagesTurn is one message of content blocks.
+type messagesTurn struct {
+	Role    string          `json:"role"`
+	Content []messagesBlock `json:"content"`
+}
+
+// messagesBlock is a content block: a text (Text), an image (Source), a
+// tool use (ID, Name, Input) or a tool result (ToolUseID, Content).
+type messagesBlock struct {
+	Type         string         `json:"type"`
+	Text         jstr           `json:"text,omitzero"`
+	Source       any            `json:"source,omitzero"`
+	ID           *string        `json:"id,omitzero"`
+	Name         *string        `json:"name,omitzero"`
+	Input        jsontext.Value `json:"input,omitzero"`
+	ToolUseID    *string        `json:"tool_use_id,omitzero"`
+	Content      jstr           `json:"content,omitzero"`
+	CacheControl *cacheControl  `json:"cache_control,omitzero"`
+}
+
+// base64Source is an image's inline data.
+type base64Source struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
+// urlSource is an image's URL.
+type urlSource struct {
+	Type string `json:"type"`
+	URL  string `json:"url"`
+}
+
+// cacheControl marks a prompt cache breakpoint.
+type cacheControl struct {
+	Type string `json:"type"`
+}
+
+// messagesTool is an offered tool.
+type messagesTool struct {
+	Name        string         `json:"name"`
+	Description jstr           `json:"description"`
+	InputSchema jsontext.Value `json:"input_schema"`
+}
+
+// messagesChoice is tool_choice.
+type messagesChoice struct {
+	Type                   string  `json:"type"`
+	Name                   *string `json:"name,omitzero"`
+	DisableParallelToolUse bool    `json:"disable_parallel_tool_use,omitzero"`
+}
+
 // ephemeral marks a prompt cache breakpoint.
-var ephemeral = map[string]string{"type": "ephemeral"}
+var ephemeral = &cacheControl{Type: "ephemeral"}
 
 // messagesBody encodes r as an Anthropic Messages request. The
 // instructions and the last message end with a prompt cache breakpoint
 // each, as Claude Code sets them, so that each turn reads the conversation
 // so far from the cache.
 func messagesBody(r *request, o MessagesOptions) ([]byte, error) {
-	var msgs []map[string]any
+	var msgs []messagesTurn
+	dec := jsontext.NewDecoder(strings.NewReader(""))
 	for _, t := range r.turns {
-		var blocks []map[string]any
+		var blocks []messagesBlock
 		for _, p := range t.parts {
-			if b := messagesBlock(p); b != nil {
+			if b, ok := messagesContent(p, dec); ok {
 				blocks = append(blocks, b)
 			}
 		}
@@ -36,47 +106,44 @@ func messagesBody(r *request, o MessagesOptions) ([]byte, error) {
 		}
 		if len(msgs) == 0 && t.role == "assistant" {
 			// The API wants a user message first.
-			msgs = append(msgs, map[string]any{"role": "user", "content": []map[string]any{{"type": "text", "text": "(continued)"}}})
+			msgs = append(msgs, messagesTurn{Role: "user", Content: []messagesBlock{{Type: "text", Text: jstr(`"(continued)"`)}}})
 		}
-		msgs = append(msgs, map[string]any{"role": t.role, "content": blocks})
+		msgs = append(msgs, messagesTurn{Role: t.role, Content: blocks})
 	}
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("the request has no user message")
 	}
-	last := msgs[len(msgs)-1]["content"].([]map[string]any)
-	last[len(last)-1]["cache_control"] = ephemeral
-	body := map[string]any{"model": cmpOr(o.Model, r.model), "messages": msgs, "stream": r.stream,
-		"max_tokens": capTokens(cmpInt(r.maxOutput, defaultMaxTokens), o.MaxTokensCeiling)}
-	if s := r.systemText(); s != "" {
-		body["system"] = []map[string]any{{"type": "text", "text": s, "cache_control": ephemeral}}
+	last := msgs[len(msgs)-1].Content
+	last[len(last)-1].CacheControl = ephemeral
+	body := messagesRequest{Model: cmpOr(o.Model, r.model), Messages: msgs, Stream: r.stream,
+		MaxTokens: capTokens(cmpInt(r.maxOutput, defaultMaxTokens), o.MaxTokensCeiling)}
+	if s := r.systemText(); !emptyText(s) {
+		body.System = []messagesBlock{{Type: "text", Text: s, CacheControl: ephemeral}}
 	}
 	if len(r.tools) > 0 {
-		tools := make([]map[string]any, len(r.tools))
+		body.Tools = make([]messagesTool, len(r.tools))
 		for i, f := range r.tools {
-			tools[i] = map[string]any{"name": f.name, "description": f.description, "input_schema": f.parameters}
+			body.Tools[i] = messagesTool{Name: f.name, Description: f.description, InputSchema: f.parameters}
 		}
-		body["tools"] = tools
-		choice := map[string]any{"type": "auto"}
+		choice := &messagesChoice{Type: "auto"}
 		switch r.choice {
 		case "auto":
 		case "none":
-			choice["type"] = "none"
+			choice.Type = "none"
 		case "required":
-			choice["type"] = "any"
+			choice.Type = "any"
 		default:
-			choice = map[string]any{"type": "tool", "name": r.choice}
+			choice = &messagesChoice{Type: "tool", Name: &r.choice}
 		}
-		if !r.parallel && choice["type"] != "none" {
-			choice["disable_parallel_tool_use"] = true
-		}
-		body["tool_choice"] = choice
+		choice.DisableParallelToolUse = !r.parallel && choice.Type != "none"
+		body.ToolChoice = choice
 	}
 	if r.temperature != nil {
-		body["temperature"] = *r.temperature
+		body.Temperature = r.temperature
 	} else if r.topP != nil {
-		body["top_p"] = *r.topP // the API takes one of the two
+		body.TopP = r.topP // the API takes one of the two
 	}
-	return json.Marshal(body)
+	return jsonv2.Marshal(body, encodeOptions)
 }
 
 // cmpInt is a, or b when a is not positive.
@@ -87,21 +154,24 @@ func cmpInt(a, b int64) int64 {
 	return b
 }
 
-// messagesBlock is one part as a content block, or nil for an empty text
-// (which the API refuses).
-func messagesBlock(p part) map[string]any {
+// messagesContent is one part as a content block; an empty text (which
+// the API refuses) is none.
+func messagesContent(p part, dec *jsontext.Decoder) (messagesBlock, bool) {
 	switch p.kind {
 	case "text":
-		if strings.TrimSpace(p.text) == "" {
-			return nil
+		if blank(p.text) {
+			return messagesBlock{}, false
 		}
-		return map[string]any{"type": "text", "text": p.text}
+		return messagesBlock{Type: "text", Text: p.text}, true
 	case "image":
 		if mediaType, data, ok := dataURL(p.image); ok {
-			return map[string]any{"type": "image", "source": map[string]string{"type": "base64", "media_type": mediaType, "data": data}}
+			return messagesBlock{Type: "image", Source: base64Source{Type: "base64", MediaType: mediaType, Data: data}}, true
 		}
-		return map[string]any{"type": "image", "source": map[string]string{"type": "url", "url": p.image}}
+		return messagesBlock{Type: "image", Source: urlSource{Type: "url", URL: p.image}}, true
 	case "call":
+		if in, ok := rawInput(dec, p.args); ok {
+			return messagesBlock{Type: "tool_use", ID: &p.id, Name: &p.name, Input: in}, true
+		}
 		var input any
 		if err := json.Unmarshal([]byte(p.args), &input); err != nil {
 			input = map[string]string{"arguments": p.args}
@@ -109,15 +179,61 @@ func messagesBlock(p part) map[string]any {
 		if _, ok := input.(map[string]any); !ok {
 			input = map[string]any{"arguments": input}
 		}
-		return map[string]any{"type": "tool_use", "id": p.id, "name": p.name, "input": input}
-	case "result":
-		b := map[string]any{"type": "tool_result", "tool_use_id": p.id, "content": p.text}
-		if p.text == "" {
-			b["content"] = "(no output)"
+		// encoding/json, as before: the arguments' numbers are float64s
+		// and their names sorted.
+		b, err := json.Marshal(input)
+		if err != nil {
+			return messagesBlock{}, false
 		}
-		return b
+		return messagesBlock{Type: "tool_use", ID: &p.id, Name: &p.name, Input: b}, true
+	case "result":
+		b := messagesBlock{Type: "tool_result", ToolUseID: &p.id, Content: p.text}
+		if emptyText(p.text) {
+			b.Content = jstr(`"(no output)"`)
+		}
+		return b, true
 	}
-	return nil
+	return messagesBlock{}, false
+}
+
+// rawInput is args as a tool use's input when it is what encoding/json's
+// round trip below (into any and back) gives as JSON, so that it can pass
+// as it is: one object, strictly valid (no repeated name, valid UTF-8,
+// which the round trip would merge or replace), whose numbers are
+// integers of at most 15 digits (exact as float64s). Most calls' arguments
+// are, and the round trip is the larger part of a body's encoding. dec is
+// reused from call to call.
+func rawInput(dec *jsontext.Decoder, args string) (jsontext.Value, bool) {
+	if len(args) == 0 || args[0] != '{' {
+		return nil, false
+	}
+	dec.Reset(strings.NewReader(args))
+	for {
+		tok, err := dec.ReadToken()
+		if errors.Is(err, io.EOF) {
+			return jsontext.Value(args), true
+		}
+		if err != nil {
+			return nil, false
+		}
+		if tok.Kind() == '0' && !exactInt(args[:dec.InputOffset()]) {
+			return nil, false
+		}
+	}
+}
+
+// exactInt says whether the number that ends s is an integer of 1 to 15
+// digits (no fraction, no exponent).
+func exactInt(s string) bool {
+	n := 0
+	for n < len(s) && s[len(s)-1-n] >= '0' && s[len(s)-1-n] <= '9' {
+		n++
+	}
+	if n == 0 || n > 15 {
+		return false
+	}
+	rest := strings.TrimSuffix(s[:len(s)-n], "-")
+	return !strings.HasSuffix(rest, ".") && !strings.HasSuffix(rest, "e") && !strings.HasSuffix(rest, "E") && !strings.HasSuffix(rest, "+")
 }
 
 // dataURL splits a data: URL of base64 data.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tidwall/gjson"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // request is a Responses API request as both translations read it: the
@@ -17,7 +17,7 @@ type request struct {
 	maxOutput int64
 	// system are the instructions and the developer and system messages,
 	// in order.
-	system []string
+	system []jstr
 	turns  []turn
 	tools  []function
 	// choice is "auto", "none", "required" or a function's upstream name.
@@ -40,7 +40,7 @@ type turn struct {
 // part is one piece of a turn.
 type part struct {
 	kind string // "text", "image", "call", "result"
-	text string
+	text jstr
 	// image is an image's URL (a data: URL for inline data).
 	image string
 	// call and result pair by id; call's name is the upstream name and
@@ -51,8 +51,9 @@ type part struct {
 // function is a tool as the upstream sees it: a function with a JSON
 // schema.
 type function struct {
-	name, description string
-	parameters        json.RawMessage
+	name        string
+	description jstr
+	parameters  jsontext.Value
 }
 
 // callKind is what an upstream tool call stands for in the Responses API.
@@ -70,38 +71,39 @@ const nameSep = "__"
 // function: its whole input in one string.
 const customParameters = `{"type":"object","properties":{"input":{"type":"string","description":"The tool's whole input, as free text in the format the tool's description gives."}},"required":["input"],"additionalProperties":false}`
 
-// decodeRequest reads a Responses API request body.
+// decodeRequest reads a Responses API request body. The body is read in
+// one pass into specs (readBody), then translated in the order the
+// Responses API gives its fields meaning: tools, tool_choice, input.
 func decodeRequest(raw []byte) (*request, error) {
-	if !gjson.ValidBytes(raw) {
+	b, err := readBody(raw)
+	if err != nil {
 		return nil, fmt.Errorf("the request body is not valid JSON")
 	}
-	doc := members(gjson.ParseBytes(raw))
-	r := &request{model: doc["model"].String(), stream: doc["stream"].Bool(), maxOutput: doc["max_output_tokens"].Int(),
-		parallel: !doc["parallel_tool_calls"].Exists() || doc["parallel_tool_calls"].Bool(),
-		effort:   doc["reasoning"].Get("effort").String(), names: map[string]callKind{}, choice: "auto"}
-	if v := doc["temperature"]; v.Type == gjson.Number {
-		f := v.Float()
+	r := &request{model: asString(b.model), stream: asBool(b.stream), maxOutput: asInt(b.maxOutput),
+		parallel: b.parallel == nil || asBool(b.parallel),
+		effort:   asString(b.effort), names: map[string]callKind{}, choice: "auto"}
+	if isNumber(b.temperature) {
+		f := asFloat(b.temperature)
 		r.temperature = &f
 	}
-	if v := doc["top_p"]; v.Type == gjson.Number {
-		f := v.Float()
+	if isNumber(b.topP) {
+		f := asFloat(b.topP)
 		r.topP = &f
 	}
-	if s := doc["instructions"].String(); s != "" {
+	if s := text(b.instructions); !emptyText(s) {
 		r.system = append(r.system, s)
 	}
-	for _, t := range doc["tools"].Array() {
+	for _, t := range b.tools {
 		r.addTool(t, "")
 	}
-	if err := r.decodeChoice(doc["tool_choice"]); err != nil {
+	if err := r.decodeChoice(b.choice); err != nil {
 		return nil, err
 	}
-	input := doc["input"]
-	if input.Type == gjson.String {
-		r.add("user", part{kind: "text", text: input.String()})
+	if b.inputText != nil {
+		r.add("user", part{kind: "text", text: text(b.inputText)})
 		return r, nil
 	}
-	for i, it := range input.Array() {
+	for i, it := range b.input {
 		if err := r.item(it); err != nil {
 			return nil, fmt.Errorf("input item %d: %w", i, err)
 		}
@@ -114,113 +116,97 @@ func decodeRequest(raw []byte) (*request, error) {
 // function of one string, a namespace's members under namespace__member,
 // the client's tool_search as a function. Hosted tools (which the model
 // proxy refuses before the translation) have no function.
-func (r *request) addTool(t gjson.Result, namespace string) {
-	name, desc := t.Get("name").String(), t.Get("description").String()
-	switch t.Get("type").String() {
+func (r *request) addTool(t toolSpec, namespace string) {
+	name, desc := asString(t.name), text(t.description)
+	switch asName(t.typ) {
 	case "function":
 		up := name
 		if namespace != "" {
 			up = namespace + nameSep + name
 		}
-		r.function(up, desc, json.RawMessage(t.Get("parameters").Raw), callKind{item: "function_call", name: name, namespace: namespace})
+		r.function(up, desc, t.parameters, callKind{item: "function_call", name: name, namespace: namespace})
 	case "custom":
-		if def := t.Get("format.definition").String(); def != "" {
-			desc += "\n\nThe input follows this " + t.Get("format.syntax").String() + " grammar:\n" + def
+		if def := text(t.definition); !emptyText(def) {
+			desc = joinText([]jstr{desc, quote("\n\nThe input follows this " + asString(t.syntax) + " grammar:\n"), def}, "")
 		}
-		r.function(name, desc, json.RawMessage(customParameters), callKind{item: "custom_tool_call", name: name})
+		r.function(name, desc, jsontext.Value(customParameters), callKind{item: "custom_tool_call", name: name})
 	case "namespace":
-		for _, m := range t.Get("tools").Array() {
+		for _, m := range t.tools {
 			r.addTool(m, name)
 		}
 	case "tool_search":
-		if t.Get("execution").String() == "client" {
-			r.function("tool_search", desc, json.RawMessage(t.Get("parameters").Raw), callKind{item: "tool_search_call", name: "tool_search"})
+		if asName(t.execution) == "client" {
+			r.function("tool_search", desc, t.parameters, callKind{item: "tool_search_call", name: "tool_search"})
 		}
 	}
 }
 
 // function adds one upstream function, once.
-func (r *request) function(name, desc string, params json.RawMessage, k callKind) {
+func (r *request) function(name string, desc jstr, params jsontext.Value, k callKind) {
 	if _, ok := r.names[name]; ok {
 		return
 	}
 	if len(params) == 0 {
-		params = json.RawMessage(`{"type":"object","properties":{}}`)
+		params = jsontext.Value(`{"type":"object","properties":{}}`)
 	}
 	r.names[name] = k
 	r.tools = append(r.tools, function{name: name, description: desc, parameters: params})
 }
 
 // decodeChoice reads tool_choice.
-func (r *request) decodeChoice(c gjson.Result) error {
+func (r *request) decodeChoice(c jsontext.Value) error {
 	switch {
-	case !c.Exists() || c.Type == gjson.Null:
-	case c.Type == gjson.String:
-		switch s := c.String(); s {
+	case c == nil || c.Kind() == 'n':
+	case c.Kind() == '"':
+		switch s := asString(c); s {
 		case "auto", "none", "required":
 			r.choice = s
 		default:
 			return fmt.Errorf("tool_choice %q is not auto, none or required", s)
 		}
-	case c.Get("type").String() == "function" || c.Get("type").String() == "custom":
-		r.choice = c.Get("name").String()
+	case member(c, "type") == "function" || member(c, "type") == "custom":
+		r.choice = member(c, "name")
 	default:
 		r.choice = "auto" // a hosted tool or an allowed_tools list: the model chooses
 	}
 	return nil
 }
 
-// members indexes an object's members by key in one pass, the first of a
-// repeated key winning as with gjson.Get: each Get scans the object again,
-// skipping its large values (instructions, command outputs) once per key
-// (BenchmarkDecodeRequest).
-func members(o gjson.Result) map[string]gjson.Result {
-	m := make(map[string]gjson.Result, 8)
-	o.ForEach(func(k, v gjson.Result) bool {
-		if _, ok := m[k.String()]; !ok {
-			m[k.String()] = v
-		}
-		return true
-	})
-	return m
-}
-
 // item adds one input item to the conversation.
-func (r *request) item(obj gjson.Result) error {
-	it := members(obj)
-	typ := it["type"].String()
-	if typ == "" && it["role"].Exists() {
+func (r *request) item(it itemSpec) error {
+	typ := asName(it.typ)
+	if typ == "" && it.role != nil {
 		typ = "message"
 	}
-	id := it["call_id"].String()
+	id := asString(it.callID)
 	switch typ {
 	case "message":
-		return r.message(obj)
+		return r.message(it)
 	case "function_call":
-		name := it["name"].String()
-		if ns := it["namespace"].String(); ns != "" {
+		name := asString(it.name)
+		if ns := asString(it.namespace); ns != "" {
 			name = ns + nameSep + name
 			if _, ok := r.names[name]; !ok {
-				r.names[name] = callKind{item: "function_call", name: it["name"].String(), namespace: ns}
+				r.names[name] = callKind{item: "function_call", name: asString(it.name), namespace: ns}
 			}
 		}
-		r.add("assistant", part{kind: "call", id: id, name: name, args: orEmptyObject(it["arguments"].String())})
+		r.add("assistant", part{kind: "call", id: id, name: name, args: orEmptyObject(asString(it.arguments))})
 	case "custom_tool_call":
-		args, _ := json.Marshal(map[string]string{"input": it["input"].String()})
-		r.add("assistant", part{kind: "call", id: id, name: it["name"].String(), args: string(args)})
+		args, _ := json.Marshal(map[string]string{"input": asString(it.input)})
+		r.add("assistant", part{kind: "call", id: id, name: asString(it.name), args: string(args)})
 	case "tool_search_call":
-		r.add("assistant", part{kind: "call", id: id, name: "tool_search", args: orEmptyObject(it["arguments"].Raw)})
+		r.add("assistant", part{kind: "call", id: id, name: "tool_search", args: orEmptyObject(string(it.arguments))})
 	case "function_call_output", "custom_tool_call_output":
-		r.add("user", part{kind: "result", id: id, text: outputText(it["output"])})
+		r.add("user", part{kind: "result", id: id, text: outputText(it)})
 	case "tool_search_output":
 		// The tools it found join the upstream's tool list, and the
 		// model reads their names in the result.
 		var names []string
-		for _, t := range it["tools"].Array() {
+		for _, t := range it.tools {
 			r.addTool(t, "")
 			names = append(names, foundNames(t, "")...)
 		}
-		r.add("user", part{kind: "result", id: id, text: "Tools found: " + strings.Join(names, ", ")})
+		r.add("user", part{kind: "result", id: id, text: quote("Tools found: " + strings.Join(names, ", "))})
 	case "reasoning":
 		// Another model's reasoning (encrypted for OpenAI) is no input the
 		// upstream takes; the answers around it carry the conversation.
@@ -233,57 +219,56 @@ func (r *request) item(obj gjson.Result) error {
 }
 
 // foundNames lists the upstream names of a found tool.
-func foundNames(t gjson.Result, namespace string) []string {
-	switch t.Get("type").String() {
+func foundNames(t toolSpec, namespace string) []string {
+	switch asName(t.typ) {
 	case "namespace":
 		var out []string
-		for _, m := range t.Get("tools").Array() {
-			out = append(out, foundNames(m, t.Get("name").String())...)
+		for _, m := range t.tools {
+			out = append(out, foundNames(m, asString(t.name))...)
 		}
 		return out
 	case "function", "custom":
 		if namespace != "" {
-			return []string{namespace + nameSep + t.Get("name").String()}
+			return []string{namespace + nameSep + asString(t.name)}
 		}
-		return []string{t.Get("name").String()}
+		return []string{asString(t.name)}
 	}
 	return nil
 }
 
 // message adds a message item: developer and system ones are
 // instructions.
-func (r *request) message(it gjson.Result) error {
-	role := it.Get("role").String()
-	c := it.Get("content")
+func (r *request) message(it itemSpec) error {
+	role := asName(it.role)
 	var parts []part
-	if c.Type == gjson.String {
-		parts = []part{{kind: "text", text: c.String()}}
+	if it.contentText != nil {
+		parts = []part{{kind: "text", text: text(it.contentText)}}
 	}
-	for _, p := range c.Array() {
-		switch p.Get("type").String() {
+	for _, p := range it.content {
+		switch asName(p.typ) {
 		case "input_text", "output_text", "text", "summary_text":
-			parts = append(parts, part{kind: "text", text: p.Get("text").String()})
+			parts = append(parts, part{kind: "text", text: text(p.text)})
 		case "refusal":
-			parts = append(parts, part{kind: "text", text: p.Get("refusal").String()})
+			parts = append(parts, part{kind: "text", text: text(p.refusal)})
 		case "input_image":
-			if u := p.Get("image_url").String(); u != "" {
+			if u := asString(p.imageURL); u != "" {
 				parts = append(parts, part{kind: "image", image: u})
 			} else {
-				parts = append(parts, part{kind: "text", text: "[an image given by file id, which this model cannot read]"})
+				parts = append(parts, part{kind: "text", text: quote("[an image given by file id, which this model cannot read]")})
 			}
 		case "input_file":
-			parts = append(parts, part{kind: "text", text: "[a file (" + p.Get("filename").String() + ") this model cannot read]"})
+			parts = append(parts, part{kind: "text", text: quote("[a file (" + asString(p.filename) + ") this model cannot read]")})
 		}
 	}
 	switch role {
 	case "developer", "system":
-		var texts []string
+		var texts []jstr
 		for _, p := range parts {
 			if p.kind == "text" {
 				texts = append(texts, p.text)
 			}
 		}
-		if s := strings.Join(texts, "\n\n"); s != "" {
+		if s := joinText(texts, "\n\n"); !emptyText(s) {
 			r.system = append(r.system, s)
 		}
 	case "user", "assistant":
@@ -307,20 +292,20 @@ func (r *request) add(role string, p part) {
 
 // outputText flattens a call's output: a string, or content parts of
 // which text is kept and images are named.
-func outputText(o gjson.Result) string {
-	if o.Type == gjson.String {
-		return o.String()
+func outputText(it itemSpec) jstr {
+	if it.outputText != nil {
+		return text(it.outputText)
 	}
-	var out []string
-	for _, p := range o.Array() {
-		switch p.Get("type").String() {
+	out := make([]jstr, 0, len(it.output))
+	for _, p := range it.output {
+		switch typ := asName(p.typ); typ {
 		case "input_text", "output_text", "text":
-			out = append(out, p.Get("text").String())
+			out = append(out, text(p.text))
 		default:
-			out = append(out, "["+p.Get("type").String()+"]")
+			out = append(out, quote("["+typ+"]"))
 		}
 	}
-	return strings.Join(out, "\n")
+	return joinText(out, "\n")
 }
 
 // orEmptyObject is s, or {} when it is empty.
@@ -331,5 +316,5 @@ func orEmptyObject(s string) string {
 	return s
 }
 
-// system returns the instructions as one text.
-func (r *request) systemText() string { return strings.Join(r.system, "\n\n") }
+// systemText returns the instructions as one text.
+func (r *request) systemText() jstr { return joinText(r.system, "\n\n") }

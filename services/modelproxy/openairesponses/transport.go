@@ -62,12 +62,15 @@ func newTransport(d dialect, endpoint string, rt http.RoundTripper, log hclog.Lo
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var raw []byte
 	if req.Body != nil {
-		b, err := io.ReadAll(io.LimitReader(req.Body, maxRequestBody+1))
+		// Sized by Content-Length (up to 1 MiB, which a false one costs
+		// at most), a 64 KB body is read without regrowing the buffer.
+		buf := bytes.NewBuffer(make([]byte, 0, min(max(req.ContentLength, 0), 1<<20)+bytes.MinRead))
+		_, err := buf.ReadFrom(io.LimitReader(req.Body, maxRequestBody+1))
 		_ = req.Body.Close()
 		if err != nil {
 			return nil, fmt.Errorf("openairesponses: reading the request body: %w", err)
 		}
-		raw = b
+		raw = buf.Bytes()
 	}
 	switch {
 	case req.Method != http.MethodPost || !strings.HasSuffix(strings.TrimSuffix(req.URL.Path, "/"), "/responses"):
