@@ -29,8 +29,18 @@ func FuzzRequest(f *testing.F) {
 		if b, err := chatBody(r, ChatOptions{StreamUsage: true}); err == nil && !json.Valid(b) {
 			t.Fatalf("chat body is not JSON: %s", b)
 		}
-		if b, err := messagesBody(r, MessagesOptions{}); err == nil && !json.Valid(b) {
-			t.Fatalf("messages body is not JSON: %s", b)
+		if b, err := messagesBody(r, MessagesOptions{}); err == nil {
+			if !json.Valid(b) {
+				t.Fatalf("messages body is not JSON: %s", b)
+			}
+			// The Messages API takes a tool use's input as an object only.
+			for _, m := range gjson.GetBytes(b, "messages").Array() {
+				for _, c := range m.Get("content").Array() {
+					if c.Get("type").String() == "tool_use" && !c.Get("input").IsObject() {
+						t.Fatalf("a tool use's input is not an object: %s", c.Raw)
+					}
+				}
+			}
 		}
 	})
 }

@@ -172,16 +172,7 @@ func messagesContent(p part, dec *jsontext.Decoder) (messagesBlock, bool) {
 		if in, ok := rawInput(dec, p.args); ok {
 			return messagesBlock{Type: "tool_use", ID: &p.id, Name: &p.name, Input: in}, true
 		}
-		var input any
-		if err := json.Unmarshal([]byte(p.args), &input); err != nil {
-			input = map[string]string{"arguments": p.args}
-		}
-		if _, ok := input.(map[string]any); !ok {
-			input = map[string]any{"arguments": input}
-		}
-		// encoding/json, as before: the arguments' numbers are float64s
-		// and their names sorted.
-		b, err := json.Marshal(input)
+		b, err := json.Marshal(toolInput(p.args))
 		if err != nil {
 			return messagesBlock{}, false
 		}
@@ -196,44 +187,47 @@ func messagesContent(p part, dec *jsontext.Decoder) (messagesBlock, bool) {
 	return messagesBlock{}, false
 }
 
-// rawInput is args as a tool use's input when it is what encoding/json's
-// round trip below (into any and back) gives as JSON, so that it can pass
-// as it is: one object, strictly valid (no repeated name, valid UTF-8,
-// which the round trip would merge or replace), whose numbers are
-// integers of at most 15 digits (exact as float64s). Most calls' arguments
-// are, and the round trip is the larger part of a body's encoding. dec is
-// reused from call to call.
+// toolInput is a call's arguments as a Messages tool use's input, which
+// must be an object: arguments that are not JSON become {"arguments":
+// text}, JSON that is not an object {"arguments": value}. Numbers stay as
+// they were written (a float64 would change 12345678901234567); a
+// repeated name keeps its last value and invalid UTF-8 becomes U+FFFD,
+// as encoding/json reads them.
+func toolInput(args string) any {
+	if !json.Valid([]byte(args)) {
+		return map[string]any{"arguments": args}
+	}
+	d := json.NewDecoder(strings.NewReader(args))
+	d.UseNumber()
+	var input any
+	if err := d.Decode(&input); err != nil {
+		return map[string]any{"arguments": args}
+	}
+	if _, ok := input.(map[string]any); !ok {
+		return map[string]any{"arguments": input}
+	}
+	return input
+}
+
+// rawInput is args as a tool use's input when it is what toolInput's
+// round trip (into any and back) gives as JSON, so that it can pass as it
+// is: one object, strictly valid (no repeated name, valid UTF-8, which the
+// round trip would merge or replace). Most calls' arguments are, and the
+// round trip is the larger part of a body's encoding. dec is reused from
+// call to call.
 func rawInput(dec *jsontext.Decoder, args string) (jsontext.Value, bool) {
 	if len(args) == 0 || args[0] != '{' {
 		return nil, false
 	}
 	dec.Reset(strings.NewReader(args))
-	for {
-		tok, err := dec.ReadToken()
-		if errors.Is(err, io.EOF) {
-			return jsontext.Value(args), true
-		}
-		if err != nil {
-			return nil, false
-		}
-		if tok.Kind() == '0' && !exactInt(args[:dec.InputOffset()]) {
-			return nil, false
-		}
+	if _, err := dec.ReadValue(); err != nil {
+		return nil, false
 	}
-}
-
-// exactInt says whether the number that ends s is an integer of 1 to 15
-// digits (no fraction, no exponent).
-func exactInt(s string) bool {
-	n := 0
-	for n < len(s) && s[len(s)-1-n] >= '0' && s[len(s)-1-n] <= '9' {
-		n++
+	// One value: "{} {}" is a stream to the decoder, not JSON.
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return nil, false
 	}
-	if n == 0 || n > 15 {
-		return false
-	}
-	rest := strings.TrimSuffix(s[:len(s)-n], "-")
-	return !strings.HasSuffix(rest, ".") && !strings.HasSuffix(rest, "e") && !strings.HasSuffix(rest, "E") && !strings.HasSuffix(rest, "+")
+	return jsontext.Value(args), true
 }
 
 // dataURL splits a data: URL of base64 data.
