@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,21 +102,35 @@ func BenchmarkCheckpoint(b *testing.B) {
 }
 
 // turns runs b's loop: a turn that rewrites ten files (round counts from
-// first), untimed, then op, timed; it returns op's times.
+// first), untimed, then op, timed; it returns op's times, and reports the
+// process's CPU time (user and system, all threads) per op, a figure a
+// loaded machine moves less than the wall time.
 func turns(b *testing.B, ws string, first int, op func(round int)) []time.Duration {
 	b.Helper()
 	var times []time.Duration
+	var cpu time.Duration
 	round := first
 	for b.Loop() {
 		b.StopTimer()
 		round++
 		touch10(b, ws, round)
 		b.StartTimer()
+		c0 := cpuTime(b)
 		t0 := time.Now()
 		op(round)
 		times = append(times, time.Since(t0))
+		cpu += cpuTime(b) - c0
 	}
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(times)), "cpu-ms/op")
 	return times
+}
+
+// cpuTime is the CPU time the process has used, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // emptyWorkspace makes an empty directory to restore into, with b's

@@ -39,6 +39,10 @@ var errDamaged = errors.New("checkpoint: the manifest is damaged")
 type encoder struct {
 	w   *bufio.Writer
 	buf [binary.MaxVarintLen64]byte
+	// hex and hash hold an entry's hash while it is decoded, so that
+	// 20,000 entries cost no allocation each.
+	hex  []byte
+	hash [32]byte
 }
 
 // The encoder's writes go to a bufio.Writer, whose first error sticks and
@@ -73,11 +77,14 @@ func encodeManifest(w io.Writer, m *Manifest) error {
 			e.byte('f')
 			e.uvarint(uint64(en.Mode))
 			e.varint(en.Size)
-			h, err := hex.DecodeString(en.Hash)
-			if err != nil || len(h) != 32 {
+			if len(en.Hash) != hex.EncodedLen(len(e.hash)) {
 				return fmt.Errorf("checkpoint: entry %q has no valid hash", en.Path)
 			}
-			e.bytes(h)
+			e.hex = append(e.hex[:0], en.Hash...)
+			if _, err := hex.Decode(e.hash[:], e.hex); err != nil {
+				return fmt.Errorf("checkpoint: entry %q has no valid hash", en.Path)
+			}
+			e.bytes(e.hash[:])
 		case KindLink:
 			e.byte('l')
 			e.uvarint(uint64(en.Mode))

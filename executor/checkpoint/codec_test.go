@@ -41,3 +41,31 @@ func FuzzDecodeManifest(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeRefusesBadHashes: an entry whose hash is not 64 hex digits
+// is an error, not a panic or a manifest that decodes to another hash.
+func TestEncodeRefusesBadHashes(t *testing.T) {
+	good := "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+	for name, hash := range map[string]string{
+		"empty":     "",
+		"too short": good[:62],
+		"too long":  good + "00",
+		"not hex":   "zz" + good[2:],
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := &Manifest{Entries: []Entry{{Path: "f", Kind: KindFile, Hash: hash}}}
+			if err := encodeManifest(&bytes.Buffer{}, m); err == nil {
+				t.Fatalf("hash %q encoded", hash)
+			}
+		})
+	}
+	var buf bytes.Buffer
+	m := &Manifest{Entries: []Entry{{Path: "f", Kind: KindFile, Hash: good}, {Path: "g", Kind: KindFile, Hash: good}}}
+	if err := encodeManifest(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	back, err := decodeManifest(&buf)
+	if err != nil || back.Entries[0].Hash != good || back.Entries[1].Hash != good {
+		t.Fatalf("round trip: %v %+v", err, back)
+	}
+}

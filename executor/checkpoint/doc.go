@@ -38,9 +38,13 @@
 // of it is kept.
 //
 // Speed: a checkpoint's cost is its walk (an fstatat per entry, 20,000 in
-// the benchmark's workspace), the previous manifest (kept decoded in a
-// small cache of recent manifests, else decoded from one read into one
-// string) and the new one written. A restore's is a walk of the workspace
+// the benchmark's workspace, on four walkers), the previous manifest (kept
+// decoded in a small cache of recent manifests with its path index, else
+// decoded from one read into one string) and the new one written. The
+// walk lists each directory in name order and lays the tree out in path
+// order, so the manifest needs no sort of all its entries (which cost 7-8
+// ms of a take), it is compared with its parent by a merge, not lookups,
+// and an unchanged entry shares its path with the previous manifest. A restore's is a walk of the workspace
 // (a stat per entry: the agent may have changed anything) and the files
 // that differ; copy_file_range does the copying, which XFS and Btrfs turn
 // into a reflink.

@@ -230,15 +230,23 @@ func TestModesTheAgentChanged(t *testing.T) {
 	assert.Equal(t, map[string]string{"nothing": "file 0 6e", "locked": "dir 0", "locked/secret": "file 0 73"}, tree(t, empty))
 }
 
+// hostSecret makes a directory outside the workspace holding a secret
+// file, secret and dir/secret, for an agent's links to point at.
+func hostSecret(t *testing.T) (dir, secret string) {
+	t.Helper()
+	dir = t.TempDir()
+	secret = "host secret " + strings.Repeat("t", 64)
+	write(t, dir, "secret", secret, 0o600)
+	write(t, dir, "dir/secret", secret, 0o600)
+	return dir, secret
+}
+
 // TestSwapDuringTake: an entry the agent swaps for a link to the host
 // between the walk's stat and its read (a file, a directory) is not read
 // through the link: nothing outside the workspace reaches the store.
 func TestSwapDuringTake(t *testing.T) {
 	ctx := context.Background()
-	outside := t.TempDir()
-	secret := "host secret " + strings.Repeat("t", 64)
-	write(t, outside, "secret", secret, 0o600)
-	write(t, outside, "dir/secret", secret, 0o600)
+	outside, secret := hostSecret(t)
 	ws := t.TempDir()
 	write(t, ws, "victim", "mine", 0o644)
 	write(t, ws, "sub/x", "x", 0o644)

@@ -37,7 +37,7 @@ func (s *Store) Restore(ctx context.Context, ws, id string) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		known = index(m)
+		known = recent.index(m)
 	}
 	res, err := s.restore(ctx, ws, id, known)
 	if err != nil {
@@ -70,7 +70,7 @@ func (s *Store) restore(ctx context.Context, ws, id string, known map[string]*En
 	}
 	r := &restorer{s: s, ctx: ctx, root: root, buf: make([]byte, copyBuf), cachedFD: -1}
 	defer r.uncache()
-	want := index(target)
+	want := recent.index(target)
 	// Removals: what the checkpoint lacks, or has as another kind. A
 	// directory goes with what it holds, so its entries are skipped.
 	var gone []string

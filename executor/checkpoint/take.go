@@ -10,8 +10,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +20,9 @@ import (
 )
 
 // taker is one Take's walk: walkers goroutines take directories off a
-// queue, each with its own copy buffer.
+// queue, each with its own copy buffer. Each directory's entries are
+// listed in name order into its dirNode; the tree of dirNodes is then
+// laid out in path order (order), which costs no global sort.
 type taker struct {
 	s    *Store
 	ctx  context.Context
@@ -36,12 +38,25 @@ type taker struct {
 	busy     int
 	err      error
 	newBytes atomic.Int64
+	entries  atomic.Int64
 }
 
-// dirJob is a directory to walk: its descriptor and its path.
+// dirJob is a directory to walk: its descriptor, its path and the node
+// its entries go to.
 type dirJob struct {
-	fd  int
-	rel string
+	fd   int
+	rel  string
+	node *dirNode
+}
+
+// dirNode is one walked directory: its entries sorted by name, and for
+// each one that is a walked directory, its node (else nil).
+type dirNode struct {
+	// plen is the length of the entries' common path prefix (their
+	// directory and a '/'; 0 at the workspace's top).
+	plen    int
+	entries []Entry
+	subs    []*dirNode
 }
 
 // afterStat, when set (by tests), runs between an entry's stat and its
@@ -71,10 +86,12 @@ func (t *taker) walk(ws string) error {
 	return t.walkFD(fd)
 }
 
-// walkFD walks the directory open as fd, and closes it.
+// walkFD walks the directory open as fd, and closes it; the manifest's
+// entries come out sorted by path.
 func (t *taker) walkFD(fd int) error {
+	root := &dirNode{}
 	t.cond = sync.NewCond(&t.mu)
-	t.queue = []dirJob{{fd: fd}}
+	t.queue = []dirJob{{fd: fd, node: root}}
 	var wg sync.WaitGroup
 	for range walkers {
 		wg.Go(t.walker)
@@ -84,7 +101,61 @@ func (t *taker) walkFD(fd int) error {
 		_ = unix.Close(j.fd)
 	}
 	t.m.NewBytes = t.newBytes.Load()
-	return t.err
+	if t.err != nil {
+		return t.err
+	}
+	t.m.Entries = order(root, make([]Entry, 0, t.entries.Load()))
+	return nil
+}
+
+// order appends the entries of the tree below n to out in path order, and
+// returns it. A directory's entries are in name order, but its
+// subdirectory c's subtree ("c/...") does not follow c at once: it
+// comes after the siblings that sort between "c" and "c/" (such as
+// "c.txt", '.' being below '/'). Those follow c directly in name order,
+// and each subtree still pending sorts before its elders', so a stack of
+// pending subtrees places them; the tree is walked with a stack of
+// frames, not by recursion, since the agent chooses its depth.
+func order(n *dirNode, out []Entry) []Entry {
+	type frame struct {
+		n       *dirNode
+		i       int
+		pending []int // entries of n whose subtree comes next, innermost last
+	}
+	stack := []frame{{n: n}}
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		if k := len(f.pending); k > 0 {
+			top := f.pending[k-1]
+			if f.i == len(f.n.entries) || subtreeBefore(f.n.name(top), f.n.name(f.i)) {
+				f.pending = f.pending[:k-1]
+				stack = append(stack, frame{n: f.n.subs[top]})
+				continue
+			}
+		}
+		if f.i == len(f.n.entries) {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		out = append(out, f.n.entries[f.i])
+		if f.n.subs[f.i] != nil {
+			f.pending = append(f.pending, f.i)
+		}
+		f.i++
+	}
+	return out
+}
+
+// name is the name of n's entry i.
+func (n *dirNode) name(i int) string { return n.entries[i].Path[n.plen:] }
+
+// subtreeBefore reports whether the paths below directory d ("d/...")
+// sort before the sibling s, which sorts after d: whether d+"/" < s.
+func subtreeBefore(d, s string) bool {
+	if len(s) <= len(d) || s[:len(d)] != d {
+		return d < s[:min(len(d), len(s))]
+	}
+	return s[len(d)] > '/'
 }
 
 // walker takes directories off the queue until none is left and none is
@@ -94,6 +165,7 @@ func (t *taker) walker() {
 	if !t.scanOnly {
 		buf = make([]byte, copyBuf)
 	}
+	var pbuf []byte // the path of the entry being taken
 	for {
 		t.mu.Lock()
 		for len(t.queue) == 0 && t.busy > 0 && t.err == nil {
@@ -108,10 +180,9 @@ func (t *taker) walker() {
 		t.queue = t.queue[:len(t.queue)-1]
 		t.busy++
 		t.mu.Unlock()
-		entries, subs, err := t.dir(j.fd, j.rel, buf)
+		subs, err := t.dir(j, buf, &pbuf)
 		t.mu.Lock()
 		t.busy--
-		t.m.Entries = append(t.m.Entries, entries...)
 		t.queue = append(t.queue, subs...)
 		if err != nil && t.err == nil {
 			t.err = err
@@ -121,53 +192,74 @@ func (t *taker) walker() {
 	}
 }
 
-// dir takes the entries of the directory open as fd (rel is its path,
-// "" for the workspace), closes fd, and returns its entries and its
+// dir takes the entries of j's directory (j.rel is its path, "" for the
+// workspace) into j.node in name order, closes j.fd, and returns its
 // subdirectories, opened, to walk next.
-func (t *taker) dir(fd int, rel string, buf []byte) (entries []Entry, subs []dirJob, err error) {
-	f := os.NewFile(uintptr(fd), rel)
+func (t *taker) dir(j dirJob, buf []byte, pbuf *[]byte) (subs []dirJob, err error) {
+	f := os.NewFile(uintptr(j.fd), j.rel)
 	defer func() { _ = f.Close() }()
-	for {
-		names, rerr := f.Readdirnames(1024)
-		for _, name := range names {
-			if err := t.ctx.Err(); err != nil {
-				return entries, subs, err
-			}
-			e, sub, err := t.entry(fd, rel, name, buf)
-			if err != nil {
-				return entries, subs, err
-			}
-			if e != nil {
-				entries = append(entries, *e)
-			}
-			if sub >= 0 {
-				subs = append(subs, dirJob{fd: sub, rel: e.Path})
-			}
-		}
-		if errors.Is(rerr, io.EOF) || len(names) == 0 {
-			return entries, subs, nil
-		}
-		if rerr != nil {
-			return entries, subs, fmt.Errorf("checkpoint: list %q: %w", rel, rerr)
-		}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: list %q: %w", j.rel, err)
 	}
+	slices.Sort(names)
+	n := j.node
+	if j.rel != "" {
+		n.plen = len(j.rel) + 1
+	}
+	n.entries = make([]Entry, 0, len(names))
+	for _, name := range names {
+		if err := t.ctx.Err(); err != nil {
+			return subs, err
+		}
+		*pbuf = append(append(append((*pbuf)[:0], j.rel...), '/'), name...)
+		p := *pbuf
+		if j.rel == "" {
+			p = p[1:]
+		}
+		e, keep, sub, err := t.entry(j.fd, p, name, buf)
+		if err != nil {
+			return subs, err
+		}
+		if !keep {
+			continue
+		}
+		n.entries = append(n.entries, e)
+		var node *dirNode
+		if sub >= 0 {
+			node = &dirNode{}
+			subs = append(subs, dirJob{fd: sub, rel: e.Path, node: node})
+		}
+		n.subs = append(n.subs, node)
+	}
+	t.entries.Add(int64(len(n.entries)))
+	return subs, nil
 }
 
-// entry takes name in the directory open as dirfd: its Entry (nil for
-// one not kept) and, for a directory, its descriptor to walk (else -1).
-func (t *taker) entry(dirfd int, rel, name string, buf []byte) (*Entry, int, error) {
-	p := path.Join(rel, name)
+// entry takes name in the directory open as dirfd (pb is its path, in a
+// buffer the next entry reuses): its Entry, whether it is kept, and, for
+// a directory, its descriptor to walk (else -1).
+func (t *taker) entry(dirfd int, pb []byte, name string, buf []byte) (Entry, bool, int, error) {
+	// The previous checkpoint's entry, whose path string the new one
+	// shares when it is there (looked up without making one).
+	o := t.prev[string(pb)]
+	var p string
+	if o != nil {
+		p = o.Path
+	} else {
+		p = string(pb)
+	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil, -1, nil // removed meanwhile
+			return Entry{}, false, -1, nil // removed meanwhile
 		}
-		return nil, -1, fmt.Errorf("checkpoint: stat %q: %w", p, err)
+		return Entry{}, false, -1, fmt.Errorf("checkpoint: stat %q: %w", p, err)
 	}
 	if afterStat != nil {
 		afterStat(p)
 	}
-	e := &Entry{Path: p, Mode: fs.FileMode(st.Mode & 0o7777), MTime: time.Unix(st.Mtim.Unix()), Ino: st.Ino, CTime: st.Ctim.Nano()}
+	e := Entry{Path: p, Mode: fs.FileMode(st.Mode & 0o7777), MTime: time.Unix(st.Mtim.Unix()), Ino: st.Ino, CTime: st.Ctim.Nano()}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		e.Kind = KindDir
@@ -177,32 +269,32 @@ func (t *taker) entry(dirfd int, rel, name string, buf []byte) (*Entry, int, err
 			// checkpoint sees what it became.
 			sub = -1
 		}
-		return e, sub, nil
+		return e, true, sub, nil
 	case unix.S_IFLNK:
 		target, err := readlinkat(dirfd, name)
 		if err != nil {
-			return nil, -1, nil // replaced meanwhile
+			return Entry{}, false, -1, nil // replaced meanwhile
 		}
 		e.Kind, e.Target = KindLink, target
 	case unix.S_IFREG:
 		e.Kind, e.Size = KindFile, st.Size
 		if t.scanOnly {
 			// Restore reads the content only where it must.
-		} else if o := t.prev[p]; o != nil && o.Kind == KindFile && o.Ino == e.Ino && o.Size == e.Size &&
+		} else if o != nil && o.Kind == KindFile && o.Ino == e.Ino && o.Size == e.Size &&
 			o.CTime == e.CTime && o.MTime.Equal(e.MTime) {
 			e.Hash = o.Hash // unchanged: not read again
-		} else if err := t.store(dirfd, name, e, buf); err != nil {
-			return nil, -1, err
+		} else if err := t.store(dirfd, name, &e, buf); err != nil {
+			return Entry{}, false, -1, err
 		} else if e.Hash == "" {
-			return nil, -1, nil // replaced meanwhile
+			return Entry{}, false, -1, nil // replaced meanwhile
 		}
 	default:
 		t.mu.Lock()
 		t.m.Skipped = append(t.m.Skipped, Skipped{Path: p, What: fileType(st.Mode)})
 		t.mu.Unlock()
-		return nil, -1, nil
+		return Entry{}, false, -1, nil
 	}
-	return e, -1, nil
+	return e, true, -1, nil
 }
 
 // readlinkat reads the link name in dirfd.
