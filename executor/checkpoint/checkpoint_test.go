@@ -236,15 +236,16 @@ func assertStoreLacks(t *testing.T, s *checkpoint.Store, text string) {
 	}))
 }
 
-// TestBounds: the store keeps MaxCheckpoints, oldest out, with the
-// objects only they used; a checkpoint whose new content alone passes
-// MaxBytes is refused and leaves nothing behind, the earlier ones intact.
+// TestBounds: the store keeps MaxCheckpoints, oldest out at once, and
+// collects the objects only they used within CollectEvery evictions; a
+// checkpoint whose new content alone passes MaxBytes is refused and
+// leaves nothing behind, the earlier ones intact.
 func TestBounds(t *testing.T) {
 	ctx := context.Background()
 	ws := t.TempDir()
 	s := open(t, checkpoint.Options{MaxCheckpoints: 3, MaxBytes: 4 << 20})
 	var ids []string
-	for i := range 5 {
+	take := func(i int) {
 		b := make([]byte, 256<<10)
 		_, _ = rand.Read(b)
 		write(t, ws, "blob", string(b), 0o644)
@@ -252,13 +253,26 @@ func TestBounds(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, m.ID)
 	}
+	for i := range 5 {
+		take(i)
+	}
 	list, err := s.List()
 	require.NoError(t, err)
 	require.Len(t, list, 3)
 	assert.Equal(t, ids[2:], []string{list[0].ID, list[1].ID, list[2].ID})
 	_, err = s.Manifest(ids[0])
-	assert.ErrorIs(t, err, checkpoint.ErrNotFound)
-	assert.Less(t, storeBytes(t, s), int64(4*(256<<10)), "the evicted checkpoints' objects are gone")
+	assert.ErrorIs(t, err, checkpoint.ErrNotFound, "an evicted checkpoint is gone at once")
+	used, err := s.Used()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, used+16<<10, storeBytes(t, s), "Used counts what is not collected yet (but the index and head files)")
+	assert.Greater(t, storeBytes(t, s), int64(4*(256<<10)), "the evicted checkpoints' objects wait for the collection")
+	for i := 5; i < 3+checkpoint.CollectEvery; i++ {
+		take(i)
+	}
+	assert.Less(t, storeBytes(t, s), int64(4*(256<<10)), "the evicted checkpoints' objects are collected")
+	used, err = s.Used()
+	require.NoError(t, err)
+	assert.InDelta(t, storeBytes(t, s), used, 16<<10, "and Used is exact again (but for the index and head files)")
 
 	big := make([]byte, 5<<20)
 	_, _ = rand.Read(big)

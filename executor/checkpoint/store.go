@@ -151,7 +151,18 @@ func Open(dir string, o Options) (*Store, error) {
 type indexFile struct {
 	Used        int64     `json:"used"`
 	Checkpoints []Summary `json:"checkpoints"`
+	// Evicted counts the checkpoints dropped since the last collection:
+	// their manifests are gone, their objects may not be (Used counts
+	// them still).
+	Evicted int `json:"evicted,omitempty"`
 }
+
+// collectEvery is how many checkpoints may be evicted for the count bound
+// before their objects are collected. A collection reads every kept
+// manifest, 50 of 20,000 entries each by default, which would otherwise
+// be paid by every take of a chat past MaxCheckpoints turns; the byte
+// bound still collects at once when the room is needed.
+const collectEvery = 8
 
 func (s *Store) readIndex() (indexFile, error) {
 	var idx indexFile
@@ -387,11 +398,22 @@ func (s *Store) publish(m *Manifest) error {
 	}
 	idx.Checkpoints = append(idx.Checkpoints, m.summary())
 	idx.Used += m.NewBytes + allocated(dst)
-	evict := len(idx.Checkpoints) > s.o.MaxCheckpoints
-	if evict {
-		idx.Checkpoints = idx.Checkpoints[len(idx.Checkpoints)-s.o.MaxCheckpoints:]
+	if n := len(idx.Checkpoints) - s.o.MaxCheckpoints; n > 0 {
+		// The oldest go now, manifests first (a Restore of them fails
+		// at once); their objects wait for the next collection.
+		for _, sm := range idx.Checkpoints[:n] {
+			p := filepath.Join(s.dir, manifestsDir, sm.ID)
+			held := allocated(p)
+			recent.drop(p)
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("checkpoint: drop %s: %w", sm.ID, err)
+			}
+			idx.Used -= held
+		}
+		idx.Checkpoints = idx.Checkpoints[n:]
+		idx.Evicted += n
 	}
-	if !evict && idx.Used <= s.o.MaxBytes {
+	if idx.Used <= s.o.MaxBytes && idx.Evicted < collectEvery {
 		return s.writeIndex(idx)
 	}
 	return s.bound(idx.Checkpoints)
