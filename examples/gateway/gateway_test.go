@@ -507,4 +507,8 @@ func TestDemoKubernetes(t *testing.T) {
 	assert.Contains(t, stdout.String(), scriptedapi.DemoFile+" (read through a new pod")
 	assert.Contains(t, stdout.String(), scriptedapi.DemoContent)
 	assert.Empty(t, managedContainers(t, data), "no Docker container")
+	// The turns' checkpoints were taken in checkpoint pods of the
+	// assistants' images (the gateway sets no executor-wide image).
+	assert.NotContains(t, stderr.String(), "could not be checkpointed")
+	assert.NotContains(t, stderr.String(), "checkpoints cannot be read")
 }

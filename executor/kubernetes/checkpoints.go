@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -64,11 +65,38 @@ type checkpointState struct {
 
 // place is the plan of a chat's checkpoint work: its ids, chat key and
 // the Spec defaults its claim and pod take.
-func (e *Executor) place(user, chat string) (plan, error) {
+func (e *Executor) place(ctx context.Context, user, chat string) (plan, error) {
 	if e.o.StorageClass == "" {
 		return plan{}, fmt.Errorf("kubernetes executor: checkpoints need workspace claims; set Options.StorageClass: %w", executor.ErrInvalid)
 	}
-	return e.plan(executor.Spec{UserID: user, ChatID: chat}, time.Now())
+	img, err := e.checkpointImage(ctx, user, chat)
+	if err != nil {
+		return plan{}, err
+	}
+	return e.plan(executor.Spec{UserID: user, ChatID: chat, Image: img}, time.Now())
+}
+
+// checkpointImage is the image of a checkpoint pod for the chat: any
+// sandbox image has the helper it runs. Options.Image when set, else the
+// image of the last sandbox this executor created, else the one recorded
+// on the chat's workspace claim (a replica that has created none yet).
+func (e *Executor) checkpointImage(ctx context.Context, user, chat string) (string, error) {
+	if e.o.Image != "" {
+		return e.o.Image, nil
+	}
+	if img := e.lastImage.Load(); img != nil && *img != "" {
+		return *img, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	c, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Get(cctx, claimName(user, chat), metav1.GetOptions{})
+	cancel()
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", e.apiError("get workspace claim", err)
+	}
+	if err == nil && c.Annotations[AnnotationSandboxImage] != "" {
+		return c.Annotations[AnnotationSandboxImage], nil
+	}
+	return "", fmt.Errorf("kubernetes executor: no image for the checkpoint pod of %s/%s (no sandbox ran on this executor and the chat's claim names none); set Options.Image to a sandbox image: %w", user, chat, executor.ErrInvalid)
 }
 
 // lockChat takes the chat's leases (here and across replicas), as Create
@@ -143,9 +171,11 @@ func (e *Executor) ForkCheckpoint(ctx context.Context, user, chat, id, toUser, t
 // list too long for an annotation), the Store's own through a pod. A chat
 // without a checkpoint claim has none.
 func (e *Executor) Checkpoints(ctx context.Context, user, chat string) ([]executor.CheckpointInfo, string, error) {
-	p, err := e.place(user, chat)
-	if err != nil {
-		return nil, "", err
+	if e.o.StorageClass == "" {
+		return nil, "", fmt.Errorf("kubernetes executor: checkpoints need workspace claims; set Options.StorageClass: %w", executor.ErrInvalid)
+	}
+	if err := errors.Join(executor.ValidateID("user id", user), executor.ValidateID("chat id", chat)); err != nil {
+		return nil, "", fmt.Errorf("kubernetes executor: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
 	c, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Get(cctx, checkpointClaimName(user, chat), metav1.GetOptions{})
@@ -160,7 +190,7 @@ func (e *Executor) Checkpoints(ctx context.Context, user, chat string) ([]execut
 	if a, ok := c.Annotations[AnnotationCheckpoints]; ok && json.Unmarshal([]byte(a), &st) == nil {
 		return st.List, st.Head, nil
 	}
-	resp, err := e.checkpointOp(ctx, helper.CheckpointRequest{Op: "list"}, executor.CheckpointBounds{}, p.spec.UserID, p.spec.ChatID)
+	resp, err := e.checkpointOp(ctx, helper.CheckpointRequest{Op: "list"}, executor.CheckpointBounds{}, user, chat)
 	return resp.List, resp.Head, err
 }
 
@@ -171,7 +201,7 @@ func (e *Executor) Checkpoints(ctx context.Context, user, chat string) ([]execut
 func (e *Executor) checkpointOp(ctx context.Context, req helper.CheckpointRequest, b executor.CheckpointBounds, ids ...string) (helper.CheckpointResponse, error) {
 	var places []plan
 	for i := 0; i+1 < len(ids); i += 2 {
-		p, err := e.place(ids[i], ids[i+1])
+		p, err := e.place(ctx, ids[i], ids[i+1])
 		if err != nil {
 			return helper.CheckpointResponse{}, err
 		}

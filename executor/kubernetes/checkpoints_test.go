@@ -1,8 +1,10 @@
 package kubernetes
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,6 +20,36 @@ func TestCheckpointsCapability(t *testing.T) {
 	assert.False(t, unitExecutor(t, Options{Image: "img:1"}).Capabilities().Checkpoints, "an emptyDir workspace has nothing to keep")
 	_, _, err := unitExecutor(t, Options{Image: "img:1"}).Checkpoints(t.Context(), "u1", "c1")
 	assert.ErrorIs(t, err, executor.ErrInvalid)
+}
+
+// TestCheckpointImage: without Options.Image, a checkpoint pod runs the
+// image of the last sandbox the executor planned, or, on a replica that
+// planned none, the image recorded on the chat's workspace claim; with
+// neither, the error says what to set. Listing needs no image.
+func TestCheckpointImage(t *testing.T) {
+	e, cs := newFake(t, Options{StorageClass: "local"})
+	e.o.Image = ""
+	ctx := t.Context()
+	_, err := e.place(ctx, "u1", "c1")
+	require.ErrorIs(t, err, executor.ErrInvalid)
+	assert.Contains(t, err.Error(), "set Options.Image")
+	_, _, err = e.Checkpoints(ctx, "u1", "c1")
+	require.NoError(t, err, "a chat without checkpoints lists none, image or not")
+
+	p, err := e.plan(executor.Spec{UserID: "u1", ChatID: "c1", Image: "sandbox:1"}, time.Now())
+	require.NoError(t, err)
+	require.NoError(t, e.ensureClaim(ctx, p), "a sandbox's Create makes the claim")
+	e.lastImage.Store(&p.image)
+	q, err := e.place(ctx, "u2", "c2")
+	require.NoError(t, err)
+	assert.Equal(t, "sandbox:1", q.image, "the last sandbox's image")
+
+	other := newExecutor(e.o, nil, cs.cs) // another replica: no sandbox yet
+	q, err = other.place(ctx, "u1", "c1")
+	require.NoError(t, err)
+	assert.Equal(t, "sandbox:1", q.image, "the image on the chat's claim")
+	_, err = other.place(ctx, "u2", "c2")
+	require.ErrorIs(t, err, executor.ErrInvalid, "a chat whose claim names none")
 }
 
 // claimsOf lists the claims a pod mounts.
@@ -37,12 +69,12 @@ func claimsOf(pod *corev1.Pod) []string {
 // main process, and no process namespace to share.
 func TestCheckpointPodSpec(t *testing.T) {
 	e, _ := newFake(t, Options{StorageClass: "local"})
-	p, err := e.place("u1", "c1")
+	p, err := e.place(context.Background(), "u1", "c1")
 	require.NoError(t, err)
 	agent := e.pod(p, "abx-x")
 	assert.Equal(t, []string{claimName("u1", "c1")}, claimsOf(agent), "the agent's pod never mounts the store")
 
-	q, err := e.place("u2", "c2")
+	q, err := e.place(context.Background(), "u2", "c2")
 	require.NoError(t, err)
 	pod, err := e.checkpointPod(t.Context(), []plan{p, q})
 	require.NoError(t, err)
@@ -76,7 +108,7 @@ func TestCheckpointsFromClaim(t *testing.T) {
 	assert.Empty(t, list)
 	assert.Empty(t, head)
 
-	p, err := e.place("u1", "c1")
+	p, err := e.place(context.Background(), "u1", "c1")
 	require.NoError(t, err)
 	c := e.checkpointClaim(p, executor.CheckpointBounds{})
 	want := checkpointState{List: []executor.CheckpointInfo{{ID: "ck_1", Label: "start"}, {ID: "ck_2", Label: "turn 1", Files: 3}}, Head: "ck_1"}
@@ -97,7 +129,7 @@ func TestCheckpointsFromClaim(t *testing.T) {
 // removes it with its workspace claim.
 func TestCheckpointClaimSweptWithWorkspace(t *testing.T) {
 	e, f := newFake(t, Options{StorageClass: "local", Retention: 1, RetentionInterval: -1})
-	p, err := e.place("u1", "c1")
+	p, err := e.place(context.Background(), "u1", "c1")
 	require.NoError(t, err)
 	require.NoError(t, e.ensureClaims(t.Context(), p, executor.CheckpointBounds{}))
 	n, err := e.SweepClaims(t.Context())

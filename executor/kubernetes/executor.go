@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -46,6 +47,9 @@ type Executor struct {
 	// holder that stopped renewing means that instance is likely dead,
 	// and its other pods need not wait for the next interval.
 	kick chan struct{}
+	// lastImage is the image of the last sandbox Create planned: every
+	// sandbox image carries the helper a checkpoint pod runs.
+	lastImage atomic.Pointer[string]
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -112,6 +116,7 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 	if err != nil {
 		return nil, err
 	}
+	e.lastImage.Store(&p.image)
 	name := "abx-" + p.chat[:12] + "-" + randomID()[:8]
 	done, err := e.sandboxes.Begin(name)
 	if err != nil {

@@ -28,6 +28,10 @@ const (
 	AnnotationUser  = "agentbox.io/user"
 	AnnotationChat  = "agentbox.io/chat"
 	AnnotationImage = "agentbox.io/config-hash"
+	// AnnotationSandboxImage, on a workspace claim, is the image of the
+	// sandbox that made it: the image of its checkpoint pods when
+	// Options.Image is unset.
+	AnnotationSandboxImage = "agentbox.io/sandbox-image"
 	// AnnotationInstance holds the InstanceID whose hash LabelInstance is.
 	AnnotationInstance = "agentbox.io/instance"
 )
@@ -235,8 +239,9 @@ func (e *Executor) claim(p plan) *corev1.PersistentVolumeClaim {
 			Namespace: e.o.Namespace,
 			Labels:    map[string]string{LabelManagedBy: managedBy, LabelChat: p.chat},
 			Annotations: map[string]string{
-				AnnotationUser: p.spec.UserID,
-				AnnotationChat: p.spec.ChatID,
+				AnnotationUser:         p.spec.UserID,
+				AnnotationChat:         p.spec.ChatID,
+				AnnotationSandboxImage: p.image,
 			},
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
