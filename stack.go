@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -152,7 +153,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	mwo := middleware.Options{
 		Catalog: cat,
 		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
-			return newExecutor(ctx, o, log)
+			return newExecutor(ctx, o, sandboxImages(cat), log)
 		},
 		Runners: []executor.Runner{claude.New(), codex.New(), cursor.New()},
 		NewModelRouter: func(context.Context, hclog.Logger) (middleware.ModelRouter, error) {
@@ -216,17 +217,31 @@ func (o openedExecutor) OpenExecutor(context.Context, executor.Shared, hclog.Log
 	return o.e, nil
 }
 
-// newExecutor opens o.Backend, Docker's when it is nil.
-func newExecutor(ctx context.Context, o Options, log hclog.Logger) (executor.Executor, error) {
+// newExecutor opens o.Backend, Docker's when it is nil; images are the
+// sandbox images of the stack's assistants.
+func newExecutor(ctx context.Context, o Options, images []string, log hclog.Logger) (executor.Executor, error) {
 	b := o.Backend
 	if b == nil {
 		b = docker.Options{}
 	}
-	e, err := b.OpenExecutor(ctx, executor.Shared{DataDir: o.DataDir, Retention: o.Retention}, log)
+	e, err := b.OpenExecutor(ctx, executor.Shared{DataDir: o.DataDir, Retention: o.Retention, Images: images}, log)
 	if err != nil {
 		return nil, fmt.Errorf("agentbox: Options.Backend: %w", err)
 	}
 	return e, nil
+}
+
+// sandboxImages lists the images of cat's sandboxed assistants, each
+// once, in the catalog's order.
+func sandboxImages(cat *middleware.StaticCatalog) []string {
+	list, _ := cat.List(context.Background()) // a StaticCatalog's List never fails
+	var out []string
+	for _, a := range list {
+		if a.Sandbox != nil && a.Sandbox.Spec.Image != "" && !slices.Contains(out, a.Sandbox.Spec.Image) {
+			out = append(out, a.Sandbox.Spec.Image)
+		}
+	}
+	return out
 }
 
 // intercepts reports whether an assistant's egress policy has a

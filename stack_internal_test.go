@@ -7,11 +7,13 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/executor/kubernetes"
 	"github.com/agentbox/agentbox/executor/local"
+	"github.com/agentbox/agentbox/middleware"
 )
 
 // TestBackendChoiceErrors: a backend whose options cannot work fails
@@ -35,7 +37,7 @@ func TestBackendChoiceErrors(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			tc.o.DataDir = t.TempDir()
-			_, err := newExecutor(context.Background(), tc.o, hclog.NewNullLogger())
+			_, err := newExecutor(context.Background(), tc.o, nil, hclog.NewNullLogger())
 			assert.ErrorContains(t, err, tc.want)
 			assert.ErrorContains(t, err, "Options.Backend")
 			if tc.is != nil {
@@ -43,4 +45,18 @@ func TestBackendChoiceErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSandboxImages: the stack hands its backend its assistants' sandbox
+// images, each once, in the catalog's order (Kubernetes' checkpoint pods
+// run the first).
+func TestSandboxImages(t *testing.T) {
+	cat, err := middleware.NewCatalog(
+		&middleware.Assistant{ID: "a", Sandbox: &middleware.Sandbox{Spec: executor.Spec{Image: "img:a"}}},
+		&middleware.Assistant{ID: "b", Sandbox: &middleware.Sandbox{Spec: executor.Spec{Image: "img:b"}}},
+		&middleware.Assistant{ID: "c", Sandbox: &middleware.Sandbox{Spec: executor.Spec{Image: "img:a"}}},
+		&middleware.Assistant{ID: "qa"},
+	)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"img:a", "img:b"}, sandboxImages(cat))
 }

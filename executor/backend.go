@@ -15,6 +15,11 @@ type Shared struct {
 	// Retention is how long a chat's workspace is kept after its last
 	// request: 0 is DefaultRetention, negative forever.
 	Retention time.Duration
+	// Images are the sandbox images the gateway's assistants name, in
+	// the catalog's order: each carries the helper, so a backend that
+	// runs the helper in pods of its own (Kubernetes' checkpoint pods)
+	// can use one before any sandbox ran.
+	Images []string
 }
 
 // Fill sets *dataDir and *retention, a backend's own options, from s where

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,12 +78,13 @@ func (e *Executor) place(ctx context.Context, user, chat string) (plan, error) {
 }
 
 // checkpointImage is the image of a checkpoint pod for the chat: any
-// sandbox image has the helper it runs. Options.Image when set, else the
-// image of the last sandbox this executor created, else the one recorded
-// on the chat's workspace claim (a replica that has created none yet).
+// sandbox image has the helper it runs. Options.CheckpointImage or
+// Options.Image when set, else the image of the last sandbox this
+// executor created, else the one recorded on the chat's workspace claim
+// (a replica that has created none yet).
 func (e *Executor) checkpointImage(ctx context.Context, user, chat string) (string, error) {
-	if e.o.Image != "" {
-		return e.o.Image, nil
+	if img := cmp.Or(e.o.CheckpointImage, e.o.Image); img != "" {
+		return img, nil
 	}
 	if img := e.lastImage.Load(); img != nil && *img != "" {
 		return *img, nil
@@ -96,7 +98,7 @@ func (e *Executor) checkpointImage(ctx context.Context, user, chat string) (stri
 	if err == nil && c.Annotations[AnnotationSandboxImage] != "" {
 		return c.Annotations[AnnotationSandboxImage], nil
 	}
-	return "", fmt.Errorf("kubernetes executor: no image for the checkpoint pod of %s/%s (no sandbox ran on this executor and the chat's claim names none); set Options.Image to a sandbox image: %w", user, chat, executor.ErrInvalid)
+	return "", fmt.Errorf("kubernetes executor: no image for the checkpoint pod of %s/%s (no sandbox ran on this executor and the chat's claim names none); set Options.CheckpointImage to a sandbox image: %w", user, chat, executor.ErrInvalid)
 }
 
 // lockChat takes the chat's leases (here and across replicas), as Create

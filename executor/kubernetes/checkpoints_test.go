@@ -32,7 +32,7 @@ func TestCheckpointImage(t *testing.T) {
 	ctx := t.Context()
 	_, err := e.place(ctx, "u1", "c1")
 	require.ErrorIs(t, err, executor.ErrInvalid)
-	assert.Contains(t, err.Error(), "set Options.Image")
+	assert.Contains(t, err.Error(), "set Options.CheckpointImage")
 	_, _, err = e.Checkpoints(ctx, "u1", "c1")
 	require.NoError(t, err, "a chat without checkpoints lists none, image or not")
 
@@ -50,6 +50,12 @@ func TestCheckpointImage(t *testing.T) {
 	assert.Equal(t, "sandbox:1", q.image, "the image on the chat's claim")
 	_, err = other.place(ctx, "u2", "c2")
 	require.ErrorIs(t, err, executor.ErrInvalid, "a chat whose claim names none")
+
+	o := e.o
+	o.CheckpointImage = "sandbox:2" // a stack sets its first assistant's
+	q, err = newExecutor(o, nil, cs.cs).place(ctx, "u2", "c2")
+	require.NoError(t, err)
+	assert.Equal(t, "sandbox:2", q.image, "Options.CheckpointImage first")
 }
 
 // claimsOf lists the claims a pod mounts.

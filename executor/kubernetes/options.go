@@ -80,6 +80,12 @@ type Options struct {
 	// Image is used when Spec.Image is empty. It must contain the helper at
 	// HelperPath and /bin/sh.
 	Image string
+	// CheckpointImage is the image of the checkpoint pods (any sandbox
+	// image: they run its helper). Empty: Image, else the image of the
+	// last sandbox this executor created, else the one the chat's
+	// workspace claim records; a stack (agentbox.New) sets it to its
+	// first assistant's image.
+	CheckpointImage string
 	// ImagePullPolicy is "IfNotPresent" when empty; offline clusters that
 	// import images use "Never".
 	ImagePullPolicy string
