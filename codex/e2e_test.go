@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/executor/helper"
 	"github.com/agentbox/agentbox/executor/kubernetes"
+	"github.com/agentbox/agentbox/executor/local"
 	"github.com/agentbox/agentbox/executor/runnertest"
 	"github.com/agentbox/agentbox/internal/jsonl"
 	"github.com/agentbox/agentbox/internal/testkit/scriptedapi"
@@ -254,6 +256,38 @@ func newE2EKubernetes(t *testing.T) *e2eEnv {
 		require.NoError(t, err)
 		return string(b)
 	}}
+}
+
+// TestE2ELocal runs the same suite in local mode: bubblewrap sandboxes
+// running the host's codex (.ci/setup installs the pin).
+func TestE2ELocal(t *testing.T) { e2eSuite(t, newE2ELocal(t)) }
+
+// newE2ELocal is the e2e environment in local mode. It skips without
+// bwrap, root or the host's codex except under CI=true.
+func newE2ELocal(t testing.TB) *e2eEnv {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil || os.Geteuid() != 0 {
+		if testenv.InCI() {
+			t.Fatalf("CI=true and local mode cannot run: bwrap %v, uid %d; .ci/setup installs bubblewrap and the tests run as root", err, os.Geteuid())
+		}
+		t.Skipf("local mode needs bubblewrap and root (bwrap: %v, uid %d); set CI=true to make this a failure", err, os.Geteuid())
+	}
+	out, err := exec.Command("codex", "--version").Output()
+	if err != nil {
+		if testenv.InCI() {
+			t.Fatalf("CI=true and the codex CLI is not on the host's PATH (local mode runs the host's CLI); .ci/setup installs it")
+		}
+		t.Skip("the codex CLI is not on the host's PATH; local mode runs the host's CLI (set CI=true to make this a failure)")
+	}
+	version := strings.TrimPrefix(strings.TrimSpace(string(out)), "codex-cli ")
+	require.Contains(t, pins, version, "the host's codex is version %q, which has no recorded transcripts", version)
+	dataDir := t.TempDir()
+	e, err := local.New(context.Background(), local.Options{
+		DataDir: dataDir, HelperBinary: testenv.HelperBinary(t), StopGrace: 500 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, e.Close()) })
+	return &e2eEnv{e: e, dataDir: dataDir, version: version}
 }
 
 // e2eSuite is the end-to-end suite of the real CLI over env's executor.
