@@ -52,6 +52,9 @@ type e2eEnv struct {
 	// readWorkspace reads a chat's workspace file after its sandbox is
 	// gone (nil: from dataDir on the host).
 	readWorkspace func(t testing.TB, chat, name string) string
+	// runtime is the OCI runtime of the sandboxes (testenv.Runtime:
+	// AGENTBOX_TEST_RUNTIME=runsc in make test-runsc).
+	runtime string
 }
 
 func newE2E(t testing.TB) *e2eEnv {
@@ -66,7 +69,7 @@ func newE2E(t testing.TB) *e2eEnv {
 	t.Cleanup(func() { assert.NoError(t, e.Close()) })
 	version := testenv.ImageLabel(t, img, imageVersionLabel)
 	require.Contains(t, pins, version, "image %s has CLI version %q, which has no recorded transcripts; record them (testdata/README.md) and add it to pins", img, version)
-	return &e2eEnv{e: e, dataDir: dataDir, version: version}
+	return &e2eEnv{e: e, dataDir: dataDir, version: version, runtime: testenv.Runtime(t)}
 }
 
 // e2eOpts vary one run.
@@ -93,7 +96,7 @@ func (env *e2eEnv) sandbox(t testing.TB, chat string) modelSandbox {
 	t.Helper()
 	sb, err := env.e.Create(context.Background(), executor.Spec{
 		UserID: "u1", ChatID: chat, AssistantID: "codex-e2e", MemoryBytes: 1 << 30, CPUs: 1, PidsLimit: 256,
-		Timeout: 5 * time.Minute, LeaseWait: 30 * time.Second, Network: "none",
+		Timeout: 5 * time.Minute, LeaseWait: 30 * time.Second, Network: "none", Runtime: env.runtime,
 	})
 	require.NoError(t, err)
 	return sb.(modelSandbox)
