@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -62,27 +61,14 @@ type relaySandbox interface {
 // except under CI=true.
 func newE2ELocal(t testing.TB) *e2eEnv {
 	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil || os.Geteuid() != 0 {
-		if testenv.InCI() {
-			t.Fatalf("CI=true and local mode cannot run: bwrap %v, uid %d; .ci/setup installs bubblewrap and the tests run as root", err, os.Geteuid())
-		}
-		t.Skipf("local mode needs bubblewrap and root (bwrap: %v, uid %d); set CI=true to make this a failure", err, os.Geteuid())
-	}
-	if _, err := exec.LookPath("claude"); err != nil {
-		if testenv.InCI() {
-			t.Fatalf("CI=true and the claude CLI is not on the host's PATH (local mode runs the host's CLI); .ci/setup installs it")
-		}
-		t.Skip("the claude CLI is not on the host's PATH; local mode runs the host's CLI (set CI=true to make this a failure)")
-	}
+	out := testenv.RequireLocalMode(t, "claude")
 	dataDir := t.TempDir()
 	e, err := local.New(context.Background(), local.Options{
 		DataDir: dataDir, HelperBinary: testenv.HelperBinary(t), StopGrace: 500 * time.Millisecond,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, e.Close()) })
-	out, err := exec.Command("claude", "--version").Output()
-	require.NoError(t, err, "claude --version")
-	version, _, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	version, _, _ := strings.Cut(out, " ")
 	cli, ok := cliBehaviours[version]
 	require.True(t, ok, "the host's claude is version %q, which cliBehaviours does not list; run the e2e tests against it and record what differs", version)
 	return &e2eEnv{e: e, dataDir: dataDir, version: version, cli: cli, runtime: testenv.Runtime(t)}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -269,20 +268,7 @@ func TestE2ELocal(t *testing.T) { e2eSuite(t, newE2ELocal(t)) }
 // bwrap, root or the host's codex except under CI=true.
 func newE2ELocal(t testing.TB) *e2eEnv {
 	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil || os.Geteuid() != 0 {
-		if testenv.InCI() {
-			t.Fatalf("CI=true and local mode cannot run: bwrap %v, uid %d; .ci/setup installs bubblewrap and the tests run as root", err, os.Geteuid())
-		}
-		t.Skipf("local mode needs bubblewrap and root (bwrap: %v, uid %d); set CI=true to make this a failure", err, os.Geteuid())
-	}
-	out, err := exec.Command("codex", "--version").Output()
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatalf("CI=true and the codex CLI is not on the host's PATH (local mode runs the host's CLI); .ci/setup installs it")
-		}
-		t.Skip("the codex CLI is not on the host's PATH; local mode runs the host's CLI (set CI=true to make this a failure)")
-	}
-	version := strings.TrimPrefix(strings.TrimSpace(string(out)), "codex-cli ")
+	version := strings.TrimPrefix(testenv.RequireLocalMode(t, "codex"), "codex-cli ")
 	require.Contains(t, pins, version, "the host's codex is version %q, which has no recorded transcripts", version)
 	dataDir := t.TempDir()
 	e, err := local.New(context.Background(), local.Options{

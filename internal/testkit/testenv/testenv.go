@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -182,6 +183,21 @@ func RequireRoot(t testing.TB, why string) {
 	if os.Geteuid() != 0 {
 		unavailable(t, "%s needs root (running as uid %d); run the tests as root, as .ci/run does", why, os.Geteuid())
 	}
+}
+
+// RequireLocalMode skips (locally) or fails (CI) unless the local
+// backend can run here: bubblewrap and root; and returns the version the
+// host's cli prints for --version (local mode runs the host's CLI).
+func RequireLocalMode(t testing.TB, cli string) string {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil || os.Geteuid() != 0 {
+		unavailable(t, "local mode cannot run: it needs bubblewrap and root (bwrap: %v, uid %d); .ci/setup installs bubblewrap and the tests run as root", err, os.Geteuid())
+	}
+	out, err := exec.Command(cli, "--version").Output()
+	if err != nil {
+		unavailable(t, "the %s CLI is not on the host's PATH (%v): local mode runs the host's CLI; .ci/setup installs it", cli, err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // ImageLabel returns a label of a local image ("" when the image has no
