@@ -40,12 +40,8 @@ func seedHooks(t *testing.T, dir string) *jsapi.Hooks {
 	return h
 }
 
-func newExecutor(t *testing.T) (*docker.Executor, string) {
-	t.Helper()
-	return newExecutorLogging(t, nil)
-}
-
-// newExecutorLogging is newExecutor logging to log: what a failure shows.
+// newExecutorLogging is a Docker executor of the test image and helper, its
+// data in a temporary directory, logging to log (what a failure shows).
 func newExecutorLogging(t *testing.T, log hclog.Logger) (*docker.Executor, string) {
 	t.Helper()
 	img := testenv.RequireImage(t)
