@@ -67,14 +67,23 @@ type checkpointState struct {
 // place is the plan of a chat's checkpoint work: its ids, chat key and
 // the Spec defaults its claim and pod take.
 func (e *Executor) place(ctx context.Context, user, chat string) (plan, error) {
-	if e.o.StorageClass == "" {
-		return plan{}, fmt.Errorf("kubernetes executor: checkpoints need workspace claims; set Options.StorageClass: %w", executor.ErrInvalid)
+	if err := e.needClaims(); err != nil {
+		return plan{}, err
 	}
 	img, err := e.checkpointImage(ctx, user, chat)
 	if err != nil {
 		return plan{}, err
 	}
 	return e.plan(executor.Spec{UserID: user, ChatID: chat, Image: img}, time.Now())
+}
+
+// needClaims is the error of a checkpoint operation on an executor
+// without workspace claims (an emptyDir workspace has nothing to keep).
+func (e *Executor) needClaims() error {
+	if e.o.StorageClass == "" {
+		return fmt.Errorf("kubernetes executor: checkpoints need workspace claims; set Options.StorageClass: %w", executor.ErrInvalid)
+	}
+	return nil
 }
 
 // checkpointImage is the image of a checkpoint pod for the chat: any
@@ -173,8 +182,8 @@ func (e *Executor) ForkCheckpoint(ctx context.Context, user, chat, id, toUser, t
 // list too long for an annotation), the Store's own through a pod. A chat
 // without a checkpoint claim has none.
 func (e *Executor) Checkpoints(ctx context.Context, user, chat string) ([]executor.CheckpointInfo, string, error) {
-	if e.o.StorageClass == "" {
-		return nil, "", fmt.Errorf("kubernetes executor: checkpoints need workspace claims; set Options.StorageClass: %w", executor.ErrInvalid)
+	if err := e.needClaims(); err != nil {
+		return nil, "", err
 	}
 	if err := errors.Join(executor.ValidateID("user id", user), executor.ValidateID("chat id", chat)); err != nil {
 		return nil, "", fmt.Errorf("kubernetes executor: %w", err)
