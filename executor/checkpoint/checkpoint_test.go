@@ -384,3 +384,46 @@ func TestHardLinksAndManyFiles(t *testing.T) {
 	require.NoError(t, unix.Stat(filepath.Join(empty, "hard"), &b))
 	assert.NotEqual(t, a.Ino, b.Ino, "hard links come back as separate files")
 }
+
+// TestRecord: a checkpoint recorded without a walk is an empty
+// workspace's, as a Take of one: the next Take is its child and sees
+// every file as a change, and restoring it empties the workspace. A
+// Store that has checkpoints is not changed by a Record, and an id Take
+// could not have made is refused.
+func TestRecord(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	s := open(t, checkpoint.Options{})
+	created := time.Now().Add(-time.Minute).Round(0)
+	start := checkpoint.NewID(created)
+	require.NoError(t, s.Record(start, "start", created))
+	list, err := s.List()
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, checkpoint.Summary{ID: start, Label: "start", Created: list[0].Created}, list[0])
+	assert.True(t, created.Equal(list[0].Created))
+	assert.Equal(t, start, s.Head())
+
+	write(t, ws, "a.txt", "v1\n", 0o644)
+	write(t, ws, "d/b.txt", "b\n", 0o600)
+	c1, err := s.Take(ctx, ws, "turn 1")
+	require.NoError(t, err)
+	assert.Equal(t, start, c1.Parent)
+	assert.Equal(t, 3, c1.Changed, "a.txt, d and d/b.txt")
+
+	require.NoError(t, s.Record(checkpoint.NewID(time.Now()), "again", time.Now()), "a Store that has checkpoints is left alone")
+	list, err = s.List()
+	require.NoError(t, err)
+	assert.Len(t, list, 2)
+
+	res, err := s.Restore(ctx, ws, start)
+	require.NoError(t, err)
+	assert.Positive(t, res.Removed)
+	assert.Empty(t, tree(t, ws), "the start is an empty workspace")
+
+	for _, id := range []string{"", "ck_1", "../../etc", start + "0", "ck_000000000000zzzzzzzzz"} {
+		err := open(t, checkpoint.Options{}).Record(id, "x", time.Now())
+		require.Error(t, err, "%q", id)
+		assert.Contains(t, err.Error(), "not a checkpoint id")
+	}
+}

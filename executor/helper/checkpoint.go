@@ -33,6 +33,10 @@ type CheckpointRequest struct {
 	// UID and GID own what a restore makes.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
+	// Pending are checkpoints of Store's place named without a pod (a
+	// new chat's start, its workspace empty): the Store records them
+	// (checkpoint.Store.Record) before the operation.
+	Pending []executor.CheckpointInfo `json:"pending,omitempty"`
 }
 
 // CheckpointResponse is the operation's result, the JSON on its stdout.
@@ -104,6 +108,11 @@ func runCheckpoint(ctx context.Context, req CheckpointRequest) (CheckpointRespon
 	s, err := open(req.Store, req.Bounds)
 	if err != nil {
 		return resp, err
+	}
+	for _, p := range req.Pending {
+		if err := s.Record(p.ID, p.Label, p.Created); err != nil {
+			return resp, err
+		}
 	}
 	switch req.Op {
 	case "take":

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,7 +91,36 @@ func TestRunCheckpoint(t *testing.T) {
 			assert.ErrorIs(t, checkpointRun(t, tc.req).Err(), tc.want)
 		})
 	}
+	bad := CheckpointRequest{Op: "list", Store: filepath.Join(dir, "ck3"), Pending: []executor.CheckpointInfo{{ID: "../ck"}}}
+	assert.ErrorIs(t, checkpointRun(t, bad).Err(), executor.ErrInvalid, "a pending checkpoint's id names a file of the store")
 	var out bytes.Buffer
 	require.NoError(t, RunCheckpoint(t.Context(), bytes.NewReader([]byte("{")), &out))
 	assert.Contains(t, out.String(), `"kind":"invalid"`)
+}
+
+// TestPendingCheckpoint: a checkpoint named without a pod (a new chat's
+// start) is recorded by the next operation on its Store, whatever that
+// is, as an empty workspace's; the turn taken then is its child.
+func TestPendingCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "ck")
+	require.NoError(t, os.Mkdir(ws, 0o755))
+	start := executor.CheckpointInfo{ID: "ck_0000000000001deadbeef", Label: "start", Created: time.Now().Round(0)}
+	req := CheckpointRequest{Op: "take", Label: "turn 1", Store: store, Workspace: ws, UID: os.Getuid(), GID: os.Getgid(),
+		Pending: []executor.CheckpointInfo{start}}
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "a.txt"), []byte("v1"), 0o644))
+	turn1 := checkpointRun(t, req)
+	require.NoError(t, turn1.Err())
+	require.Len(t, turn1.List, 2)
+	assert.Equal(t, start.ID, turn1.List[0].ID)
+	assert.Equal(t, start.ID, turn1.Info.Parent)
+	assert.Equal(t, turn1.Info.ID, turn1.Head)
+
+	// The next operation still carries it (its record on the claim was
+	// not cleared): nothing changes.
+	req.Op, req.ID = "restore", start.ID
+	res := checkpointRun(t, req)
+	require.NoError(t, res.Err())
+	assert.Len(t, res.List, 2)
+	assert.NoFileExists(t, filepath.Join(ws, "a.txt"), "the start is empty")
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agentbox/agentbox/executor"
+	"github.com/agentbox/agentbox/executor/checkpoint"
 	"github.com/agentbox/agentbox/executor/helper"
 )
 
@@ -45,6 +46,11 @@ const (
 	// chat's checkpoints and head (checkpointState), as the last
 	// operation left them.
 	AnnotationCheckpoints = "agentbox.io/checkpoints"
+	// AnnotationPending on a checkpoint claim is the JSON of the
+	// checkpoints named without a pod ([]executor.CheckpointInfo: a new
+	// chat's start, of its empty workspace), which the chat's next
+	// checkpoint pod records in its Store before its own operation.
+	AnnotationPending = "agentbox.io/checkpoints-pending"
 	// ckMount is where a checkpoint pod mounts place i's claims:
 	// {ckMount}/ws/i and {ckMount}/ck/i.
 	ckMount = "/abx"
@@ -140,25 +146,93 @@ func (e *Executor) checkpointClaim(p plan, b executor.CheckpointBounds) *corev1.
 }
 
 // ensureClaims makes the chat's workspace and checkpoint claims unless
-// they exist.
-func (e *Executor) ensureClaims(ctx context.Context, p plan, b executor.CheckpointBounds) error {
+// they exist, and returns the checkpoint claim's pending checkpoints.
+func (e *Executor) ensureClaims(ctx context.Context, p plan, b executor.CheckpointBounds) ([]executor.CheckpointInfo, error) {
 	if err := e.ensureClaim(ctx, p); err != nil {
-		return err
+		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
 	defer cancel()
-	c := e.checkpointClaim(p, b)
-	_, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Create(cctx, c, metav1.CreateOptions{})
-	if err == nil || apierrors.IsAlreadyExists(err) {
-		return nil
+	claims := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace)
+	c, err := claims.Get(cctx, checkpointClaimName(p.spec.UserID, p.spec.ChatID), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		c = e.checkpointClaim(p, b)
+		if _, err = claims.Create(cctx, c, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			c, err = claims.Get(cctx, c.Name, metav1.GetOptions{})
+		}
 	}
-	return e.apiError("create checkpoint claim "+c.Name, err)
+	if err != nil {
+		return nil, e.apiError("get or create checkpoint claim "+checkpointClaimName(p.spec.UserID, p.spec.ChatID), err)
+	}
+	a, ok := c.Annotations[AnnotationPending]
+	if !ok {
+		return nil, nil
+	}
+	var pending []executor.CheckpointInfo
+	if err := json.Unmarshal([]byte(a), &pending); err != nil {
+		return nil, fmt.Errorf("kubernetes executor: checkpoint claim %s: annotation %s: %w; remove the annotation (the chat loses its start checkpoint)", c.Name, AnnotationPending, err)
+	}
+	return pending, nil
 }
 
-// TakeCheckpoint implements executor.Checkpointer.
+// TakeCheckpoint implements executor.Checkpointer. A chat without a
+// workspace claim has nothing in its workspace: its checkpoint is
+// recorded without a pod (takeEmpty).
 func (e *Executor) TakeCheckpoint(ctx context.Context, user, chat, label string, b executor.CheckpointBounds) (executor.CheckpointInfo, error) {
+	if info, ok, err := e.takeEmpty(ctx, user, chat, label, b); ok || err != nil {
+		return info, err
+	}
 	resp, err := e.checkpointOp(ctx, helper.CheckpointRequest{Op: "take", Label: label, Bounds: b}, b, user, chat)
 	return resp.Info, err
+}
+
+// takeEmpty checkpoints a new chat, one with neither a workspace claim
+// nor a checkpoint claim (so an empty workspace), without a pod: a new
+// chat's start is on its first request's path, and a pod there costs
+// seconds. It names the checkpoint, creates the checkpoint claim with it
+// as the chat's list and head and as pending (AnnotationPending: the
+// chat's next checkpoint pod records it in the Store, as an empty
+// workspace's, before its own operation), then the workspace claim. ok is
+// false, and nothing is done, for a chat that has either claim.
+//
+// On a provisioner whose volumes are not empty when new (an ext4 volume's
+// lost+found), the start holds less than the claim: restoring it removes
+// what the provisioner made.
+func (e *Executor) takeEmpty(ctx context.Context, user, chat, label string, b executor.CheckpointBounds) (info executor.CheckpointInfo, ok bool, err error) {
+	p, err := e.place(ctx, user, chat)
+	if err != nil {
+		return info, false, err
+	}
+	release, err := e.lockChat(ctx, p)
+	if err != nil {
+		return info, false, err
+	}
+	defer release()
+	claims := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace)
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	defer cancel()
+	_, err = claims.Get(cctx, claimName(user, chat), metav1.GetOptions{})
+	if err == nil {
+		return info, false, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return info, false, e.apiError("get workspace claim", err)
+	}
+	now := time.Now()
+	info = executor.CheckpointInfo{ID: checkpoint.NewID(now), Label: label, Created: now}
+	st, _ := json.Marshal(checkpointState{List: []executor.CheckpointInfo{info}, Head: info.ID})
+	pending, _ := json.Marshal([]executor.CheckpointInfo{info})
+	c := e.checkpointClaim(p, b)
+	c.Annotations[AnnotationCheckpoints], c.Annotations[AnnotationPending] = string(st), string(pending)
+	if _, err := claims.Create(cctx, c, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		return executor.CheckpointInfo{}, false, nil
+	} else if err != nil {
+		return executor.CheckpointInfo{}, false, e.apiError("create checkpoint claim "+c.Name, err)
+	}
+	if err := e.ensureClaim(ctx, p); err != nil {
+		return executor.CheckpointInfo{}, false, err
+	}
+	return info, true, nil
 }
 
 // RestoreCheckpoint implements executor.Checkpointer.
@@ -227,8 +301,12 @@ func (e *Executor) checkpointOp(ctx context.Context, req helper.CheckpointReques
 			return helper.CheckpointResponse{}, err
 		}
 		defer release()
-		if err := e.ensureClaims(ctx, p, b); err != nil {
+		pending, err := e.ensureClaims(ctx, p, b)
+		if err != nil {
 			return helper.CheckpointResponse{}, err
+		}
+		if p.chat == places[0].chat {
+			req.Pending = pending
 		}
 	}
 	req.UID, req.GID = int(e.o.UID), int(e.o.GID)
@@ -244,19 +322,32 @@ func (e *Executor) checkpointOp(ctx context.Context, req helper.CheckpointReques
 		return resp, fmt.Errorf("kubernetes executor: checkpoint %s of %s/%s: %w", req.Op, ids[0], ids[1], err)
 	}
 	last := places[len(places)-1]
+	if len(places) > 1 && len(req.Pending) > 0 {
+		// The fork's source recorded its pending checkpoints; its list
+		// on the claim has them already.
+		e.patchAnnotations(ctx, places[0], map[string]*string{AnnotationPending: nil})
+	}
 	e.recordCheckpoints(ctx, last, checkpointState{List: resp.List, Head: resp.Head})
 	return resp, nil
 }
 
-// recordCheckpoints keeps st on the chat's checkpoint claim; when it
-// cannot, it removes what is there, so that Checkpoints reads the Store.
+// recordCheckpoints keeps st on the chat's checkpoint claim, with no
+// pending checkpoints (the Store has recorded them); when it cannot keep
+// st, it removes what is there, so that Checkpoints reads the Store.
 func (e *Executor) recordCheckpoints(ctx context.Context, p plan, st checkpointState) {
 	var val *string
 	if b, err := json.Marshal(st); err == nil && len(b) <= maxStateAnnotation {
 		v := string(b)
 		val = &v
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{AnnotationCheckpoints: val}}})
+	e.patchAnnotations(ctx, p, map[string]*string{AnnotationCheckpoints: val, AnnotationPending: nil})
+}
+
+// patchAnnotations sets (nil: removes) annotations of the chat's
+// checkpoint claim; a failure is logged, since the Store is the truth and
+// a list read from it is right.
+func (e *Executor) patchAnnotations(ctx context.Context, p plan, annotations map[string]*string) {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.CallTimeout)
 	defer cancel()
 	name := checkpointClaimName(p.spec.UserID, p.spec.ChatID)

@@ -137,11 +137,58 @@ func TestCheckpointClaimSweptWithWorkspace(t *testing.T) {
 	e, f := newFake(t, Options{StorageClass: "local", Retention: 1, RetentionInterval: -1})
 	p, err := e.place(context.Background(), "u1", "c1")
 	require.NoError(t, err)
-	require.NoError(t, e.ensureClaims(t.Context(), p, executor.CheckpointBounds{}))
+	_, err = e.ensureClaims(t.Context(), p, executor.CheckpointBounds{})
+	require.NoError(t, err)
 	n, err := e.SweepClaims(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "the workspace claim, counted once")
 	claims, err := f.cs.CoreV1().PersistentVolumeClaims("ns").List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, claims.Items, "the checkpoint claim went with the workspace's")
+}
+
+// TestNewChatStartNeedsNoPod: a new chat's start checkpoint (no claim yet,
+// so an empty workspace) is recorded on its new checkpoint claim as its
+// list, head and pending checkpoint, without a pod; the next operation
+// reads it as pending (to have its pod's Store record it). A chat that has
+// a workspace claim is not taken so.
+func TestNewChatStartNeedsNoPod(t *testing.T) {
+	e, f := newFake(t, Options{StorageClass: "local"})
+	ctx := t.Context()
+	b := executor.CheckpointBounds{Count: 5, Bytes: 1 << 30}
+	info, err := e.TakeCheckpoint(ctx, "u1", "c1", "start", b)
+	require.NoError(t, err)
+	assert.Equal(t, 0, int(f.created.Load()), "no pod")
+	assert.Equal(t, "start", info.Label)
+	assert.Zero(t, info.Files)
+	list, head, err := e.Checkpoints(ctx, "u1", "c1")
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, info.ID, list[0].ID)
+	assert.True(t, info.Created.Equal(list[0].Created))
+	assert.Equal(t, info.ID, head)
+	claims := f.cs.CoreV1().PersistentVolumeClaims("ns")
+	_, err = claims.Get(ctx, claimName("u1", "c1"), metav1.GetOptions{})
+	require.NoError(t, err, "the workspace claim is made")
+
+	p, err := e.place(ctx, "u1", "c1")
+	require.NoError(t, err)
+	pending, err := e.ensureClaims(ctx, p, b)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	assert.Equal(t, info.ID, pending[0].ID)
+
+	_, ok, err := e.takeEmpty(ctx, "u1", "c1", "again", b)
+	require.NoError(t, err)
+	assert.False(t, ok, "a chat with a claim is taken through a pod")
+
+	// Only the gateway writes the annotation; a broken one is an error
+	// that says what to do, not a silently lost start.
+	c, err := claims.Get(ctx, checkpointClaimName("u1", "c1"), metav1.GetOptions{})
+	require.NoError(t, err)
+	c.Annotations[AnnotationPending] = "{"
+	_, err = claims.Update(ctx, c, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = e.ensureClaims(ctx, p, b)
+	require.ErrorContains(t, err, "remove the annotation")
 }

@@ -130,3 +130,48 @@ func TestClusterCheckpointRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterCheckpointNewChat: a new chat's start checkpoint is taken
+// without a pod; the first turn's checkpoint pod records it in the Store
+// (the turn's parent, its pending mark cleared), and restoring it empties
+// the workspace, so that an edit of the chat's first message finds the
+// files of its start.
+func TestClusterCheckpointNewChat(t *testing.T) {
+	e := clusterExecutor(t, Options{StorageClass: clusterStorageClass()})
+	ctx := t.Context()
+	spec := executor.Spec{UserID: "u1", ChatID: "new-" + strings.ToLower(randomID()[:8])}
+	b := executor.CheckpointBounds{}
+	pods := e.cs.CoreV1().Pods(e.o.Namespace)
+	before, err := pods.List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleCheckpoint})
+	require.NoError(t, err)
+	t0 := time.Now()
+	start, err := e.TakeCheckpoint(ctx, spec.UserID, spec.ChatID, "start", b)
+	require.NoError(t, err)
+	t.Logf("a new chat's start checkpoint: %v", time.Since(t0))
+	after, err := pods.List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleCheckpoint})
+	require.NoError(t, err)
+	assert.Equal(t, len(before.Items), len(after.Items), "no checkpoint pod")
+
+	sb, err := e.Create(ctx, spec)
+	require.NoError(t, err)
+	run(t, sb, "sh", "-c", "echo v1 > a.txt && mkdir d && echo x > d/x")
+	require.NoError(t, sb.Close(ctx))
+	turn1, err := e.TakeCheckpoint(ctx, spec.UserID, spec.ChatID, "turn 1", b)
+	require.NoError(t, err)
+	assert.Equal(t, start.ID, turn1.Parent, "the start is recorded before the turn")
+	assert.Equal(t, 3, turn1.Changed)
+	c, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Get(ctx, checkpointClaimName(spec.UserID, spec.ChatID), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, c.Annotations, AnnotationPending, "recorded, no longer pending")
+
+	res, err := e.RestoreCheckpoint(ctx, spec.UserID, spec.ChatID, start.ID)
+	require.NoError(t, err)
+	assert.Positive(t, res.Removed)
+	entries, err := os.ReadDir(hostPathOf(t, e, claimName(spec.UserID, spec.ChatID)))
+	require.NoError(t, err)
+	assert.Empty(t, entries, "the start is an empty workspace")
+	list, head, err := e.Checkpoints(ctx, spec.UserID, spec.ChatID)
+	require.NoError(t, err)
+	assert.Len(t, list, 2)
+	assert.Equal(t, start.ID, head)
+}
