@@ -63,8 +63,10 @@ type Admission struct {
 	MaxWait time.Duration
 }
 
-// withDefaults returns a with the zero fields derived from the machine.
-func (a Admission) withDefaults() Admission {
+// WithDefaults returns a with its zero fields derived from this machine,
+// as the Orchestrator applies them: what an operator sizing a machine, or
+// a benchmark holding a baseline to the same bounds, reads.
+func (a Admission) WithDefaults() Admission {
 	cpus := runtime.NumCPU()
 	if a.MaxRuns <= 0 {
 		a.MaxRuns = 4 * cpus
@@ -119,7 +121,7 @@ type waiter struct {
 }
 
 func newAdmission(cfg Admission) *admission {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	return &admission{cfg: cfg, starts: make(chan struct{}, cfg.MaxStarts),
 		perUser: make(map[string]int), queues: make(map[string][]*waiter)}
 }
