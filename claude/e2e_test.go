@@ -231,6 +231,11 @@ func (env *e2eEnv) run(t testing.TB, chat string, api *scriptedapi.Server, req e
 	out.err = claude.WithExit(out.err, out.result, stderr.String())
 	out.stderr = stderr.String()
 	out.stdout = stdout.Bytes()
+	// A call is metered once its upstream body ended, which can be just
+	// after the CLI exited: wait for it, as the middleware does (Settle).
+	idleCtx, cancelIdle := context.WithTimeout(context.Background(), 30*time.Second)
+	require.NoError(t, proxy.Idle(idleCtx), "a model call still in flight after the CLI exited")
+	cancelIdle()
 	out.metered = proxy.Usage()
 	out.calls = proxy.Calls()
 	if o.after != nil {
