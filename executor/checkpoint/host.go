@@ -1,9 +1,11 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -85,6 +87,21 @@ func (h *Host) store(user, chat string, b executor.CheckpointBounds) (*Store, st
 	return s, ws, nil
 }
 
+// stored reports whether the place has a Store: reading or restoring the
+// checkpoints of a place that has none makes none, so that requests for
+// invented chats leave nothing on the host (no workspace's retention
+// would remove it).
+func (h *Host) stored(user, chat string) (bool, error) {
+	if err := errors.Join(executor.ValidateID("user id", user), executor.ValidateID("chat id", chat)); err != nil {
+		return false, err
+	}
+	_, err := os.Lstat(filepath.Join(h.dataDir, StoresDir, h.layout.Name(user, chat)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // TakeCheckpoint implements executor.Checkpointer.
 func (h *Host) TakeCheckpoint(ctx context.Context, user, chat, label string, b executor.CheckpointBounds) (info executor.CheckpointInfo, err error) {
 	err = h.locked(ctx, user, chat, func() error {
@@ -105,6 +122,9 @@ func (h *Host) TakeCheckpoint(ctx context.Context, user, chat, label string, b e
 // RestoreCheckpoint implements executor.Checkpointer.
 func (h *Host) RestoreCheckpoint(ctx context.Context, user, chat, id string) (res executor.RestoreInfo, err error) {
 	err = h.locked(ctx, user, chat, func() error {
+		if ok, err := h.stored(user, chat); !ok || err != nil {
+			return cmp.Or(err, fmt.Errorf("%w: %q", executor.ErrNotFound, id))
+		}
 		s, ws, err := h.store(user, chat, executor.CheckpointBounds{})
 		if err != nil {
 			return err
@@ -117,6 +137,9 @@ func (h *Host) RestoreCheckpoint(ctx context.Context, user, chat, id string) (re
 
 // Checkpoints implements executor.Checkpointer.
 func (h *Host) Checkpoints(_ context.Context, user, chat string) ([]executor.CheckpointInfo, string, error) {
+	if ok, err := h.stored(user, chat); !ok || err != nil {
+		return nil, "", err
+	}
 	s, _, err := h.store(user, chat, executor.CheckpointBounds{})
 	if err != nil {
 		return nil, "", err
@@ -143,6 +166,9 @@ func (h *Host) ForkCheckpoint(ctx context.Context, user, chat, id, toUser, toCha
 
 // fork is ForkCheckpoint with both places locked.
 func (h *Host) fork(ctx context.Context, user, chat, id, toUser, toChat string, b executor.CheckpointBounds) (executor.CheckpointInfo, error) {
+	if ok, err := h.stored(user, chat); !ok || err != nil {
+		return executor.CheckpointInfo{}, cmp.Or(err, fmt.Errorf("%w: %q", executor.ErrNotFound, id))
+	}
 	from, _, err := h.store(user, chat, executor.CheckpointBounds{})
 	if err != nil {
 		return executor.CheckpointInfo{}, err

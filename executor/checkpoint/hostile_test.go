@@ -347,6 +347,26 @@ func TestChatsAreIsolated(t *testing.T) {
 		_, err = h.RestoreCheckpoint(ctx, "u", bad, ca.ID)
 		assert.Error(t, err, "chat id %q", bad)
 	}
+
+	// Listing, restoring and forking from chats that were never taken
+	// (a user inventing ids) find nothing and leave nothing on the host.
+	stores := filepath.Join(data, checkpoint.StoresDir)
+	before, err := os.ReadDir(stores)
+	require.NoError(t, err)
+	for i := range 3 {
+		chat := fmt.Sprint("invented-", i)
+		list, head, err := h.Checkpoints(ctx, "u", chat)
+		require.NoError(t, err)
+		assert.Empty(t, list)
+		assert.Empty(t, head)
+		_, err = h.RestoreCheckpoint(ctx, "u", chat, ca.ID)
+		require.ErrorIs(t, err, executor.ErrNotFound)
+		_, err = h.ForkCheckpoint(ctx, "u", chat, ca.ID, "u", chat+"-fork", executor.CheckpointBounds{})
+		require.ErrorIs(t, err, executor.ErrNotFound)
+	}
+	after, err := os.ReadDir(stores)
+	require.NoError(t, err)
+	assert.Len(t, after, len(before), "no store was made for an invented chat")
 }
 
 // TestMemoryBounded: the gateway's heap while it checkpoints and restores

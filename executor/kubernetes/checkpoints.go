@@ -237,6 +237,9 @@ func (e *Executor) takeEmpty(ctx context.Context, user, chat, label string, b ex
 
 // RestoreCheckpoint implements executor.Checkpointer.
 func (e *Executor) RestoreCheckpoint(ctx context.Context, user, chat, id string) (executor.RestoreInfo, error) {
+	if err := e.known(ctx, user, chat, id); err != nil {
+		return executor.RestoreInfo{}, err
+	}
 	resp, err := e.checkpointOp(ctx, helper.CheckpointRequest{Op: "restore", ID: id}, executor.CheckpointBounds{}, user, chat)
 	return resp.Restore, err
 }
@@ -247,8 +250,52 @@ func (e *Executor) ForkCheckpoint(ctx context.Context, user, chat, id, toUser, t
 	if user == toUser && chat == toChat {
 		return executor.CheckpointInfo{}, fmt.Errorf("kubernetes executor: fork %s/%s into itself; name another chat: %w", user, chat, executor.ErrInvalid)
 	}
+	if err := e.known(ctx, user, chat, id); err != nil {
+		return executor.CheckpointInfo{}, err
+	}
 	resp, err := e.checkpointOp(ctx, helper.CheckpointRequest{Op: "fork", ID: id, Bounds: b}, b, user, chat, toUser, toChat)
 	return resp.Info, err
+}
+
+// known is ErrNotFound, without a pod or a claim made, for a checkpoint
+// the chat's list on its checkpoint claim does not hold (or a chat without
+// one: a user inventing ids makes nothing in the cluster); nil when it
+// holds it or is too long to read there (the Store decides).
+func (e *Executor) known(ctx context.Context, user, chat, id string) error {
+	list, _, ok, err := e.recorded(ctx, user, chat)
+	if err != nil || !ok {
+		return err
+	}
+	if !slices.ContainsFunc(list, func(c executor.CheckpointInfo) bool { return c.ID == id }) {
+		return fmt.Errorf("kubernetes executor: chat %s/%s has no checkpoint %q: %w", user, chat, id, executor.ErrNotFound)
+	}
+	return nil
+}
+
+// recorded reads the chat's checkpoints and head from its checkpoint
+// claim: ok false when the list is not there (too long for the
+// annotation); none, ok true, for a chat without the claim.
+func (e *Executor) recorded(ctx context.Context, user, chat string) (list []executor.CheckpointInfo, head string, ok bool, err error) {
+	if err := e.needClaims(); err != nil {
+		return nil, "", false, err
+	}
+	if err := errors.Join(executor.ValidateID("user id", user), executor.ValidateID("chat id", chat)); err != nil {
+		return nil, "", false, fmt.Errorf("kubernetes executor: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	c, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Get(cctx, checkpointClaimName(user, chat), metav1.GetOptions{})
+	cancel()
+	if apierrors.IsNotFound(err) {
+		return nil, "", true, nil
+	}
+	if err != nil {
+		return nil, "", false, e.apiError("get checkpoint claim", err)
+	}
+	var st checkpointState
+	if a, found := c.Annotations[AnnotationCheckpoints]; found && json.Unmarshal([]byte(a), &st) == nil {
+		return st.List, st.Head, true, nil
+	}
+	return nil, "", false, nil
 }
 
 // Checkpoints implements executor.Checkpointer: the list the last
@@ -256,24 +303,9 @@ func (e *Executor) ForkCheckpoint(ctx context.Context, user, chat, id, toUser, t
 // list too long for an annotation), the Store's own through a pod. A chat
 // without a checkpoint claim has none.
 func (e *Executor) Checkpoints(ctx context.Context, user, chat string) ([]executor.CheckpointInfo, string, error) {
-	if err := e.needClaims(); err != nil {
-		return nil, "", err
-	}
-	if err := errors.Join(executor.ValidateID("user id", user), executor.ValidateID("chat id", chat)); err != nil {
-		return nil, "", fmt.Errorf("kubernetes executor: %w", err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
-	c, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Get(cctx, checkpointClaimName(user, chat), metav1.GetOptions{})
-	cancel()
-	if apierrors.IsNotFound(err) {
-		return nil, "", nil
-	}
-	if err != nil {
-		return nil, "", e.apiError("get checkpoint claim", err)
-	}
-	var st checkpointState
-	if a, ok := c.Annotations[AnnotationCheckpoints]; ok && json.Unmarshal([]byte(a), &st) == nil {
-		return st.List, st.Head, nil
+	list, head, ok, err := e.recorded(ctx, user, chat)
+	if ok || err != nil {
+		return list, head, err
 	}
 	resp, err := e.checkpointOp(ctx, helper.CheckpointRequest{Op: "list"}, executor.CheckpointBounds{}, user, chat)
 	return resp.List, resp.Head, err

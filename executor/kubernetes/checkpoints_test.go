@@ -192,3 +192,33 @@ func TestNewChatStartNeedsNoPod(t *testing.T) {
 	_, err = e.ensureClaims(ctx, p, b)
 	require.ErrorContains(t, err, "remove the annotation")
 }
+
+// TestUnknownCheckpointsMakeNothing: restoring or forking a checkpoint
+// the chat's list does not hold, or from a chat that has none (a user
+// inventing ids), is ErrNotFound without a pod or a claim.
+func TestUnknownCheckpointsMakeNothing(t *testing.T) {
+	e, f := newFake(t, Options{StorageClass: "local"})
+	ctx := t.Context()
+	start, err := e.TakeCheckpoint(ctx, "u1", "c1", "start", executor.CheckpointBounds{})
+	require.NoError(t, err)
+	claims := f.cs.CoreV1().PersistentVolumeClaims("ns")
+	before, err := claims.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for name, tc := range map[string]struct{ chat, id string }{
+		"invented chat":         {"invented", start.ID},
+		"id of another chat":    {"c1", "ck_0000000000001deadbeef"},
+		"id that is not one":    {"c1", "../x"},
+		"invented chat, bad id": {"invented-2", "x"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := e.RestoreCheckpoint(ctx, "u1", tc.chat, tc.id)
+			require.ErrorIs(t, err, executor.ErrNotFound)
+			_, err = e.ForkCheckpoint(ctx, "u1", tc.chat, tc.id, "u1", "fork-of-"+tc.chat, executor.CheckpointBounds{})
+			require.ErrorIs(t, err, executor.ErrNotFound)
+		})
+	}
+	after, err := claims.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Len(t, after.Items, len(before.Items), "no claim made")
+	assert.Equal(t, 0, int(f.created.Load()), "no pod")
+}

@@ -77,9 +77,10 @@ func localHelper(t *testing.T) func(context.Context, string) (net.Conn, error) {
 	require.NoError(t, ln.Close())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- helper.NewServer(helper.ServerOptions{Dir: t.TempDir(), Workdir: t.TempDir(), ExecPort: port}).Run(ctx)
-	}()
+	// The directories before the goroutine: a test that ends before it
+	// runs would otherwise remove them under the server.
+	srv := helper.NewServer(helper.ServerOptions{Dir: t.TempDir(), Workdir: t.TempDir(), ExecPort: port})
+	go func() { done <- srv.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		assert.NoError(t, <-done)
