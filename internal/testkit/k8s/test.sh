@@ -54,9 +54,10 @@ KC
 	# The real CLI in pods, against the scripted model.
 	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
 		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestE2EKubernetes$' ./claude ./codex "$@" || status=$?
-	# The session policy on pods: the chat's pod kept between turns.
+	# The session policy on pods: the chat's pod kept between turns; the
+	# workspace following the conversation, and the checkpoint API.
 	AGENTBOX_K8S=1 AGENTBOX_KUBECONFIG=$gw \
-		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^TestE2ESessionPolicyKubernetes$' ./middleware "$@" || status=$?
+		${GO:-go} test ${TEST_FLAGS:--race -count=1 -timeout 15m} -v -run '^(TestE2ESessionPolicyKubernetes|TestE2ECheckpointsKubernetes)$' ./middleware "$@" || status=$?
 	# The example gateway's demo on pods; two gateway processes sharing
 	# chats, one killed -9; a request on pods beside one on Docker (the
 	# admin's kubeconfig reads the API server's /metrics for its cost).
