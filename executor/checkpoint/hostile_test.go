@@ -440,3 +440,47 @@ func heapGrowth(t *testing.T, ws string, size int64) int64 {
 	require.NoError(t, s.Remove())
 	return int64(peak.Load()) - int64(base)
 }
+
+// TestLostFoundIsTheFileSystems: the lost+found that mkfs makes at the
+// root of a block volume's file system (a workspace claim), root's, is
+// neither kept by a take nor removed by a restore; one the agent makes
+// (not root's, or below the root) is the agent's like any directory.
+func TestLostFoundIsTheFileSystems(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to make a directory of another owner")
+	}
+	ctx := context.Background()
+	ws := t.TempDir()
+	s := open(t, checkpoint.Options{})
+	empty, err := s.Take(ctx, ws, "start")
+	require.NoError(t, err)
+
+	write(t, ws, "lost+found/#1234", "fsck's", 0o600)
+	require.NoError(t, os.Chmod(filepath.Join(ws, "lost+found"), 0o700))
+	write(t, ws, "sub/lost+found/x", "the agent's", 0o644)
+	write(t, ws, "a.txt", "a", 0o644)
+	c, err := s.Take(ctx, ws, "turn 1")
+	require.NoError(t, err)
+	var paths []string
+	for _, e := range c.Entries {
+		paths = append(paths, e.Path)
+	}
+	assert.Equal(t, []string{"a.txt", "sub", "sub/lost+found", "sub/lost+found/x"}, paths)
+
+	_, err = s.Restore(ctx, ws, empty.ID)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"lost+found": "dir 700", "lost+found/#1234": "file 600 " + fmt.Sprintf("%x", "fsck's")}, tree(t, ws),
+		"the file system's lost+found stays")
+
+	// The agent's own, at the root (a workspace that is a directory):
+	// kept and restored like any other.
+	require.NoError(t, os.RemoveAll(filepath.Join(ws, "lost+found")))
+	write(t, ws, "lost+found/mine", "m", 0o644)
+	require.NoError(t, os.Chown(filepath.Join(ws, "lost+found"), 1000, 1000))
+	c2, err := s.Take(ctx, ws, "turn 2")
+	require.NoError(t, err)
+	assert.Len(t, c2.Entries, 2, "lost+found and lost+found/mine")
+	_, err = s.Restore(ctx, ws, empty.ID)
+	require.NoError(t, err)
+	assert.Empty(t, tree(t, ws))
+}

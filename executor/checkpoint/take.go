@@ -217,7 +217,7 @@ func (t *taker) dir(j dirJob, buf []byte, pbuf *[]byte) (subs []dirJob, err erro
 		if j.rel == "" {
 			p = p[1:]
 		}
-		e, keep, sub, err := t.entry(j.fd, p, name, buf)
+		e, keep, sub, err := t.entry(j.fd, p, name, buf, j.rel == "")
 		if err != nil {
 			return subs, err
 		}
@@ -237,9 +237,10 @@ func (t *taker) dir(j dirJob, buf []byte, pbuf *[]byte) (subs []dirJob, err erro
 }
 
 // entry takes name in the directory open as dirfd (pb is its path, in a
-// buffer the next entry reuses): its Entry, whether it is kept, and, for
-// a directory, its descriptor to walk (else -1).
-func (t *taker) entry(dirfd int, pb []byte, name string, buf []byte) (Entry, bool, int, error) {
+// buffer the next entry reuses; top says dirfd is the workspace): its
+// Entry, whether it is kept, and, for a directory, its descriptor to walk
+// (else -1).
+func (t *taker) entry(dirfd int, pb []byte, name string, buf []byte, top bool) (Entry, bool, int, error) {
 	// The previous checkpoint's entry, whose path string the new one
 	// shares when it is there (looked up without making one).
 	o := t.prev[string(pb)]
@@ -258,6 +259,12 @@ func (t *taker) entry(dirfd int, pb []byte, name string, buf []byte) (Entry, boo
 	}
 	if afterStat != nil {
 		afterStat(p)
+	}
+	if top && name == lostFound && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == 0 {
+		// The file system's own (a workspace claim on a block volume
+		// is an ext4 root), not the agent's, which cannot make a
+		// directory root owns: neither kept nor, by a restore, removed.
+		return Entry{}, false, -1, nil
 	}
 	e := Entry{Path: p, Mode: fs.FileMode(st.Mode & 0o7777), MTime: time.Unix(st.Mtim.Unix()), Ino: st.Ino, CTime: st.Ctim.Nano()}
 	switch st.Mode & unix.S_IFMT {
@@ -296,6 +303,9 @@ func (t *taker) entry(dirfd int, pb []byte, name string, buf []byte) (Entry, boo
 	}
 	return e, true, -1, nil
 }
+
+// lostFound is the directory mkfs makes at a file system's root.
+const lostFound = "lost+found"
 
 // readlinkat reads the link name in dirfd.
 func readlinkat(dirfd int, name string) (string, error) {

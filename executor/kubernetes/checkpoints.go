@@ -193,11 +193,9 @@ func (e *Executor) TakeCheckpoint(ctx context.Context, user, chat, label string,
 // as the chat's list and head and as pending (AnnotationPending: the
 // chat's next checkpoint pod records it in the Store, as an empty
 // workspace's, before its own operation), then the workspace claim. ok is
-// false, and nothing is done, for a chat that has either claim.
-//
-// On a provisioner whose volumes are not empty when new (an ext4 volume's
-// lost+found), the start holds less than the claim: restoring it removes
-// what the provisioner made.
+// false, and nothing is done, for a chat that has either claim. (A new
+// volume's root lost+found, mkfs's, is never in a checkpoint: the Store
+// leaves it alone.)
 func (e *Executor) takeEmpty(ctx context.Context, user, chat, label string, b executor.CheckpointBounds) (info executor.CheckpointInfo, ok bool, err error) {
 	p, err := e.place(ctx, user, chat)
 	if err != nil {
