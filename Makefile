@@ -74,10 +74,10 @@ test-codex-previous: image-codex-previous
 test-claude-previous: image-previous
 	AGENTBOX_TEST_IMAGE=$(PREVIOUS_IMAGE) $(GO) test $(TEST_FLAGS) ./claude
 
-## test-runsc: the end-to-end tests again on gVisor: registers Debian's runsc with dockerd (AGENTBOX_RUNSC=1 .ci/setup), then the claude package's e2e suite and the executor's and attacks' runsc tests
+## test-runsc: the end-to-end tests again on gVisor: builds the pinned runsc and registers it with dockerd (AGENTBOX_RUNSC=1 .ci/setup), then the claude and codex packages' e2e suites and the executor's and attacks' runsc tests
 test-runsc:
 	@AGENTBOX_RUNSC=1 .ci/setup
-	AGENTBOX_RUNSC=1 AGENTBOX_TEST_RUNTIME=runsc $(GO) test $(TEST_FLAGS) -run '^TestE2E$$' ./claude
+	AGENTBOX_RUNSC=1 AGENTBOX_TEST_RUNTIME=runsc $(GO) test $(TEST_FLAGS) -run '^TestE2E$$' ./claude ./codex
 	AGENTBOX_RUNSC=1 $(GO) test $(TEST_FLAGS) -run 'Runsc|TestAttackReadHostPathsFromMounts/runsc' ./executor/docker ./internal/testkit/hostile
 
 ## vet: go vet over every package

@@ -52,10 +52,10 @@ type e2eEnv struct {
 	// gone (nil: from dataDir on the host).
 	readWorkspace func(t testing.TB, chat, name string) string
 	// runtime is the OCI runtime of the sandboxes (testenv.Runtime,
-	// AGENTBOX_TEST_RUNTIME). Under Debian's runsc 20221219 and load the
-	// CLI wedges while starting a command: its spawn helper's socketpair
-	// never reports EOF to it (DESIGN.md, gVisor under Status), so make
-	// test-runsc leaves this suite out.
+	// AGENTBOX_TEST_RUNTIME=runsc in make test-runsc). Under Debian's
+	// runsc 20221219 and load the CLI wedged while starting a command;
+	// the pinned runsc of .ci/setup does not (DESIGN.md, gVisor under
+	// Status).
 	runtime string
 }
 
