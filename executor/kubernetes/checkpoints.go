@@ -410,7 +410,7 @@ func (e *Executor) runCheckpointPod(ctx context.Context, places []plan, req help
 		}
 	}()
 	if err := e.waitRunning(ctx, pod.Name); err != nil {
-		return resp, err
+		return resp, e.unscheduled(ctx, pod.Name, err)
 	}
 	in, err := json.Marshal(req)
 	if err != nil {

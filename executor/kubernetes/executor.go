@@ -202,7 +202,8 @@ func (e *Executor) ensureClaim(ctx context.Context, p plan) error {
 // the kubelet notices a started container on its next relist, up to a
 // second later. The pod's status is still watched, to fail at once on a
 // state the pod will not leave (a bad image, a container that exited).
-func (e *Executor) waitStarted(ctx context.Context, sb *Sandbox) error {
+func (e *Executor) waitStarted(ctx context.Context, sb *Sandbox) (err error) {
+	defer func() { err = e.unscheduled(ctx, sb.name, err) }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	running, helper := make(chan error, 1), make(chan error, 1)
@@ -255,6 +256,27 @@ func (e *Executor) waitRunning(ctx context.Context, name string) error {
 			return e.waitError(ctx, name, ctx.Err())
 		}
 	}
+}
+
+// unscheduled adds to err, when it is a pod's start that timed out, why
+// the scheduler has not placed the pod, when that is why (no volume for
+// its claim, no node with room): the cause kubectl describe would show.
+func (e *Executor) unscheduled(ctx context.Context, name string, err error) error {
+	if !errors.Is(err, executor.ErrTimeout) {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.CallTimeout)
+	defer cancel()
+	pod, gerr := e.cs.CoreV1().Pods(e.o.Namespace).Get(cctx, name, metav1.GetOptions{})
+	if gerr != nil {
+		return err
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return fmt.Errorf("%w (not scheduled: %s: %s)", err, c.Reason, c.Message)
+		}
+	}
+	return err
 }
 
 // watchStarted follows w until the pod started, failed or was deleted; it

@@ -179,8 +179,9 @@ func TestFakeStartFailures(t *testing.T) {
 		}, executor.ErrNotRunning, "is the helper in the image"},
 		"pod failed": {func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed; p.Status.Reason = "DeadlineExceeded" }, executor.ErrNotRunning, "DeadlineExceeded"},
 		"never scheduled": {func(p *corev1.Pod) {
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
-		}, executor.ErrTimeout, "ReadyTimeout"},
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+				Message: "0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind"}}
+		}, executor.ErrTimeout, "not scheduled: Unschedulable: 0/1 nodes are available: 1 node(s) didn't find available persistent volumes"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e, f := newFake(t, Options{ReadyTimeout: 300 * time.Millisecond})

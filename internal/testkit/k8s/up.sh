@@ -300,7 +300,10 @@ kc create namespace agentbox >/dev/null
 # Workspace volumes: the cluster has no dynamic provisioner, so a pool of
 # hostPath PersistentVolumes of the class agentbox-local (bound at first use,
 # retained) stands in for one, each directory owned by the sandbox user.
-# Released volumes are not reused; the pool serves one cluster's tests.
+# Released volumes are not reused; the pool serves one cluster's tests: a
+# chat with checkpoints binds two (its workspace and checkpoint claims). With
+# 128, the replicas test's last two chats, run after every other suite,
+# once waited for a pod until ReadyTimeout, most likely for want of a volume.
 mkdir -p "$D/pv"
 {
 	cat <<YAML
@@ -311,7 +314,7 @@ provisioner: kubernetes.io/no-provisioner
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Retain
 YAML
-	for i in $(seq -w 1 "${K8S_PVS:-128}"); do
+	for i in $(seq -w 1 "${K8S_PVS:-512}"); do
 		install -d -m 0700 -o "${K8S_PV_UID:-100000}" -g "${K8S_PV_UID:-100000}" "$D/pv/$i"
 		cat <<YAML
 ---
