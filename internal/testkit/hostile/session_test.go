@@ -22,13 +22,16 @@ import (
 // it takes the model token and base URL from its environment and calls
 // the model with them every 100 ms, and writes a prompt into its stdin
 // through /proc. It counts its rounds in .lurker-alive and writes what it
-// found to .lurker-log. Next to it, HOME's settings get a hook.
+// found to .lurker-log. Next to it, HOME's settings get a hook. (It
+// renames each count into place: killed between a truncating open and
+// its write, it would leave the file empty, which CI once read as turn 2
+// not running.)
 const plantLurker = `cat > /workspace/.lurker.sh <<'EOF'
 known=" "
 for d in /proc/[0-9]*; do [ "$(readlink $d/exe 2>/dev/null)" = /usr/local/bin/claude ] && known="$known${d#/proc/} "; done
 end=$((SECONDS+120)); round=0
 while [ $SECONDS -lt $end ]; do
-  round=$((round+1)); echo $round > /workspace/.lurker-alive
+  round=$((round+1)); echo $round > /workspace/.lurker-alive.new; mv /workspace/.lurker-alive.new /workspace/.lurker-alive
   for d in /proc/[0-9]*; do
     n=${d#/proc/}
     case "$known" in *" $n "*) continue;; esac
