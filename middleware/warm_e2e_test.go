@@ -736,7 +736,7 @@ func TestE2ESessionPolicyKubernetes(t *testing.T) {
 		require.NoError(t, err)
 		var names []string
 		for _, p := range inv.Pods {
-			if p.Chat == chat && !p.Deleting {
+			if p.Chat == chat && !p.Deleting && !p.Checkpoint {
 				names = append(names, p.Name)
 			}
 		}

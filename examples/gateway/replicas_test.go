@@ -234,18 +234,22 @@ func TestReplicasKubernetes(t *testing.T) {
 			t.Fatal("the agents of replica a did not start their command")
 		}
 	}
-	podsOf := func(inst string) []string {
+	// podsOf lists inst's pods: its sandbox pods, and its checkpoint pods
+	// too if withCheckpoints (those of turns that ended just before run
+	// beside the sandboxes).
+	podsOf := func(inst string, withCheckpoints bool) []string {
 		inv, err := obs.Inventory(ctx)
 		require.NoError(t, err)
 		var names []string
 		for _, p := range inv.Pods {
-			if p.Instance == inst {
+			if p.Instance == inst && (withCheckpoints || !p.Checkpoint) {
 				names = append(names, p.Name+" ("+p.Chat+")")
 			}
 		}
 		return names
 	}
-	require.Len(t, podsOf(dead.name), 2, "replica a's two sandbox pods")
+	require.Len(t, podsOf(dead.name, false), 2, "replica a's two sandbox pods")
+	t.Logf("replica a's pods at the kill: %v", podsOf(dead.name, true))
 	require.NoError(t, dead.cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	<-dead.exited
@@ -264,7 +268,7 @@ func TestReplicasKubernetes(t *testing.T) {
 	// a renewed the lease at most a third of its duration before it died.
 	assert.Greater(t, served, kubernetes.DefaultLeaseDuration*2/3, "replica b ran the chat before replica a's lease expired")
 
-	require.Eventually(t, func() bool { return len(podsOf(dead.name)) == 0 }, 3*time.Minute, 250*time.Millisecond,
+	require.Eventually(t, func() bool { return len(podsOf(dead.name, true)) == 0 }, 3*time.Minute, 250*time.Millisecond,
 		"replica a's pods are still there")
 	t.Logf("replica a's pods gone %v after it was killed", time.Since(killed).Round(time.Millisecond))
 
@@ -289,7 +293,7 @@ func TestReplicasKubernetes(t *testing.T) {
 	assert.Empty(t, left, "left in the namespace after replica b shut down")
 	var claims []string
 	for _, c := range inv.Claims {
-		if strings.HasSuffix(c.Chat, "-"+run) {
+		if strings.HasSuffix(c.Chat, "-"+run) && !c.Checkpoint {
 			claims = append(claims, c.User+"/"+c.Chat)
 		}
 	}

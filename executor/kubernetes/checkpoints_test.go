@@ -139,6 +139,15 @@ func TestCheckpointClaimSweptWithWorkspace(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.ensureClaims(t.Context(), p, executor.CheckpointBounds{})
 	require.NoError(t, err)
+	inv, err := e.Inventory(t.Context())
+	require.NoError(t, err)
+	require.Len(t, inv.Claims, 2)
+	kinds := map[string]bool{}
+	for _, c := range inv.Claims {
+		kinds[c.Name] = c.Checkpoint
+	}
+	assert.Equal(t, map[string]bool{claimName("u1", "c1"): false, checkpointClaimName("u1", "c1"): true}, kinds,
+		"the inventory tells the checkpoint claim from the workspace's")
 	n, err := e.SweepClaims(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "the workspace claim, counted once")

@@ -12,12 +12,13 @@ import (
 // API server lists it: what an operator (or a test) checks after a
 // replica died or the gateway shut down.
 type Inventory struct {
-	// Pods are the sandbox pods.
+	// Pods are the sandbox pods and the checkpoint pods (Item.Checkpoint).
 	Pods []Item
 	// Leases are the chat leases (abx-chat-*) and the gateway instances'
 	// leases (abx-instance-*).
 	Leases []Item
-	// Claims are the chats' workspace claims, kept between requests.
+	// Claims are the chats' workspace claims and checkpoint claims
+	// (Item.Checkpoint), kept between requests.
 	Claims []Item
 }
 
@@ -31,6 +32,9 @@ type Item struct {
 	User, Chat string
 	// Deleting is set once the object's deletion has begun.
 	Deleting bool
+	// Checkpoint marks a checkpoint pod or claim, as opposed to a chat's
+	// sandbox pod or workspace claim.
+	Checkpoint bool
 }
 
 // Instance is this executor's InstanceID, as Items name it.
@@ -50,7 +54,8 @@ func (e *Executor) Inventory(ctx context.Context) (Inventory, error) {
 	} else {
 		for _, p := range pods.Items {
 			inv.Pods = append(inv.Pods, Item{Name: p.Name, Instance: p.Annotations[AnnotationInstance],
-				User: p.Annotations[AnnotationUser], Chat: p.Annotations[AnnotationChat], Deleting: p.DeletionTimestamp != nil})
+				User: p.Annotations[AnnotationUser], Chat: p.Annotations[AnnotationChat], Deleting: p.DeletionTimestamp != nil,
+				Checkpoint: p.Labels[LabelRole] == RoleCheckpoint})
 		}
 	}
 	leases, err := e.cs.CoordinationV1().Leases(e.o.Namespace).List(ctx, sel)
@@ -74,7 +79,7 @@ func (e *Executor) Inventory(ctx context.Context) (Inventory, error) {
 	} else {
 		for _, c := range claims.Items {
 			inv.Claims = append(inv.Claims, Item{Name: c.Name, User: c.Annotations[AnnotationUser], Chat: c.Annotations[AnnotationChat],
-				Deleting: c.DeletionTimestamp != nil})
+				Deleting: c.DeletionTimestamp != nil, Checkpoint: c.Labels[LabelRole] == RoleCheckpoint})
 		}
 	}
 	return inv, errors.Join(errs...)
