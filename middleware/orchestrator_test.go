@@ -226,6 +226,9 @@ func TestErrorsAreTyped(t *testing.T) {
 		"last message not from user": {req: func(r *middleware.Request) {
 			r.Messages = append(r.Messages, executor.Message{Role: "assistant", Content: "x"})
 		}, kind: middleware.KindBadRequest, param: "messages"},
+		"empty user message": {req: func(r *middleware.Request) {
+			r.Messages = append(r.Messages, executor.Message{Role: "assistant", Content: "x"}, executor.Message{Role: "user", Content: " \n\t"})
+		}, kind: middleware.KindBadRequest, param: "messages[2].content", msg: "has no text"},
 		"executor busy":       {opts: []envOption{withCreateErr(executor.ErrBusy)}, kind: middleware.KindBusy},
 		"sandbox start fails": {opts: []envOption{withCreateErr(errors.New("docker: no such image"))}, kind: middleware.KindSandboxStart},
 		"model route fails": {opts: []envOption{withRouter(), func(e *env, _ *middleware.Options) { e.router.openErr = errors.New("listen: address in use") }},

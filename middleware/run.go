@@ -251,9 +251,17 @@ func checkRequest(req *Request) error {
 				Message: fmt.Sprintf("messages[%d] has role %q; use system, user or assistant", i, m.Role)}
 		}
 	}
-	if last := req.Messages[len(req.Messages)-1]; last.Role != "user" {
+	n := len(req.Messages) - 1
+	last := req.Messages[n]
+	if last.Role != "user" {
 		return &Error{Kind: KindBadRequest, Param: "messages",
 			Message: fmt.Sprintf("the last message has role %q; a sandboxed assistant answers a user message, so end the conversation with one", last.Role)}
+	}
+	// Every runner refuses an empty prompt; said here, it is the client's
+	// 400 before a sandbox starts, not the runner's refusal after.
+	if strings.TrimSpace(last.Content) == "" {
+		return &Error{Kind: KindBadRequest, Param: fmt.Sprintf("messages[%d].content", n),
+			Message: fmt.Sprintf("the last user message (messages[%d]) has no text; send the text the assistant should answer", n)}
 	}
 	return nil
 }
