@@ -27,6 +27,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -41,8 +43,8 @@ import (
 const DefaultMaxDepth = 512
 
 // Error is a body that Read refused: Reason says what is wrong with it
-// ("it ...") and how to fix it; Name is the top-level member at fault, when
-// one is known.
+// ("it ...") and how to fix it; Name is the member at fault, when one is
+// known: a top-level name, or a path such as messages[0].role.
 type Error struct {
 	Name   string
 	Offset int64
@@ -277,7 +279,64 @@ func (o *Object) Decode(name string, v any) error {
 
 // decodeError is json's error as an *Error.
 func decodeError(err error) *Error {
+	var se *json.SemanticError
+	if errors.As(err, &se) && se.Err == nil && se.JSONPointer != "" && se.JSONKind != 0 {
+		// A value of the wrong kind: said in JSON's words, not Go's.
+		got, want := kindNames[se.JSONKind], wants(se.GoType)
+		if want != "" && got != "" && !strings.HasPrefix(want, got) {
+			name := memberPath(se.JSONPointer)
+			return &Error{Name: name, Offset: se.ByteOffset, Reason: fmt.Sprintf("%s is %s; send %s", name, got, want)}
+		}
+	}
 	return &Error{Reason: strings.TrimPrefix(err.Error(), "json: ")}
+}
+
+// kindNames names the kinds of JSON values.
+var kindNames = map[jsontext.Kind]string{
+	'n': "null", 'f': "a boolean", 't': "a boolean", '"': "a string", '0': "a number", '{': "an object", '[': "an array",
+}
+
+// wants says which JSON value decodes into Go type t, or "" when any does.
+func wants(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return ""
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean (true or false)"
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a number (an integer)"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return ""
+}
+
+// memberPath writes a JSON pointer as APIs name a member in their errors:
+// /messages/0/role as messages[0].role.
+func memberPath(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
+			fmt.Fprintf(&b, "[%s]", tok)
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
 }
 
 // Into decodes the whole object into v (json v2: names matched exactly,

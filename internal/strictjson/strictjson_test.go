@@ -95,6 +95,38 @@ func TestObject(t *testing.T) {
 	assert.ErrorContains(t, strictjson.Unmarshal(body, &strict, strictjson.Options{}), "unknown")
 }
 
+// TestWrongKindInJSONWords: a value of the wrong kind is named by its
+// path and said in JSON's words (what it is, what to send), never Go's.
+func TestWrongKindInJSONWords(t *testing.T) {
+	var v struct {
+		Stream bool `json:"stream"`
+		A      struct {
+			B []int `json:"b"`
+		} `json:"a"`
+		Name *string `json:"name"`
+	}
+	for body, want := range map[string][2]string{
+		`{"stream":"true"}`:      {"stream", "stream is a string; send a boolean (true or false)"},
+		`{"a":{"b":[1,"2"]}}`:    {"a.b[1]", "a.b[1] is a string; send a number (an integer)"},
+		`{"a":[]}`:               {"a", "a is an array; send an object"},
+		`{"name":{"first":"x"}}`: {"name", "name is an object; send a string"},
+	} {
+		obj, err := strictjson.Read([]byte(body), strictjson.Options{})
+		require.NoError(t, err)
+		err = obj.Into(&v)
+		var se *strictjson.Error
+		require.ErrorAs(t, err, &se, body)
+		assert.Equal(t, want, [2]string{se.Name, se.Reason}, body)
+		assert.NotContains(t, se.Reason, "Go", body)
+	}
+	var n struct {
+		N int `json:"n"`
+	}
+	obj, err := strictjson.Read([]byte(`{"n":1.5}`), strictjson.Options{})
+	require.NoError(t, err)
+	assert.ErrorContains(t, obj.Into(&n), "1.5", "a number of the right kind keeps the decoder's own reason")
+}
+
 // FuzzRead is the differential test of the reading itself: a body Read
 // accepts has, to encoding/json (map) and to gjson (ForEach, the way the
 // model proxy walks a body), exactly Read's members with exactly the same

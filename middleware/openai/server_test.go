@@ -429,6 +429,10 @@ func TestRequestDecoding(t *testing.T) {
 		"no messages":      {body: `{"model":"coder","messages":[]}`, param: "messages"},
 		"not JSON":         {body: `{"model":`, msg: "not a valid chat completion request"},
 		"content a number": {body: `{"model":"coder","messages":[{"role":"user","content":5}]}`, param: "messages[0].content", msg: "must be a string"},
+		"stream a string":  {body: `{"model":"coder","stream":"true","messages":[{"role":"user","content":"x"}]}`, param: "stream", msg: "stream is a string; send a boolean (true or false)"},
+		"n a string":       {body: `{"model":"coder","n":"1","messages":[{"role":"user","content":"x"}]}`, param: "n", msg: "n is a string; send a number (an integer)"},
+		"role a number":    {body: `{"model":"coder","messages":[{"role":7,"content":"x"}]}`, param: "messages[0].role", msg: "messages[0].role is a number; send a string"},
+		"n a fraction":     {body: `{"model":"coder","n":1.5,"messages":[{"role":"user","content":"x"}]}`, msg: "not a valid chat completion request"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var got *middleware.Request
