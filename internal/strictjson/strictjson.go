@@ -280,6 +280,10 @@ func (o *Object) Decode(name string, v any) error {
 // decodeError is json's error as an *Error.
 func decodeError(err error) *Error {
 	var se *json.SemanticError
+	if errors.As(err, &se) && errors.Is(se.Err, json.ErrUnknownName) && se.JSONPointer != "" {
+		name := memberPath(se.JSONPointer)
+		return &Error{Name: name, Offset: se.ByteOffset, Reason: fmt.Sprintf("it has a member %s that this request does not take", name)}
+	}
 	if errors.As(err, &se) && se.Err == nil && se.JSONPointer != "" && se.JSONKind != 0 {
 		// A value of the wrong kind: said in JSON's words, not Go's.
 		got, want := kindNames[se.JSONKind], wants(se.GoType)

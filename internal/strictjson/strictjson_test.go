@@ -92,7 +92,11 @@ func TestObject(t *testing.T) {
 	var strict struct {
 		Model string `json:"model"`
 	}
-	assert.ErrorContains(t, strictjson.Unmarshal(body, &strict, strictjson.Options{}), "unknown")
+	err = strictjson.Unmarshal(body, &strict, strictjson.Options{})
+	var se *strictjson.Error
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "n", se.Name)
+	assert.Equal(t, "it has a member n that this request does not take", se.Reason)
 }
 
 // TestWrongKindInJSONWords: a value of the wrong kind is named by its

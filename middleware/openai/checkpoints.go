@@ -106,7 +106,7 @@ func (s *Server) checkpointsOf(w http.ResponseWriter, r *http.Request, chat, san
 			return
 		}
 		var none struct{}
-		if !s.optionalBody(w, r, "a restore", "; send no body, or {}", nil, &none) {
+		if !s.optionalBody(w, r, "restore request", "; send no body, or {}", nil, &none) {
 			return
 		}
 		res, err := s.opts.Checkpoints.RestoreCheckpoint(r.Context(), user, chat, sandbox, id)

@@ -108,7 +108,7 @@ func TestCheckpointAPI(t *testing.T) {
 		"restore with a body":    {"POST", "/v1/chats/c1/checkpoints/ck_1/restore", `{"files":["a"]}`, alice, 400, "send no body, or {}"},
 		"restore, trailing data": {"POST", "/v1/chats/c1/checkpoints/ck_1/restore", `{} x`, alice, 400, "after"},
 		"fork without a chat":    {"POST", "/v1/chats/c1/fork", `{"checkpoint":"ck_1"}`, alice, 400, "name the new chat"},
-		"fork, unknown member":   {"POST", "/v1/chats/c1/fork", `{"chat":"c2","model":"qa"}`, alice, 400, `member name \"model\"`},
+		"fork, unknown member":   {"POST", "/v1/chats/c1/fork", `{"chat":"c2","model":"qa"}`, alice, 400, `a member model that this request does not take`},
 		"fork, a member twice":   {"POST", "/v1/chats/c1/fork", `{"chat":"c2","chat":"c3"}`, alice, 400, "chat"},
 		"fork, a look-alike":     {"POST", "/v1/sandboxes/sb/fork", `{"Checkpoint":"ck_1"}`, alice, 400, "checkpoint"},
 		"fork, ttl out of range": {"POST", "/v1/sandboxes/sb/fork", `{"ttl_seconds":-1}`, alice, 400, "ttl_seconds"},
