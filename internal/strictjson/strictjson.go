@@ -278,22 +278,40 @@ func (o *Object) Decode(name string, v any) error {
 }
 
 // decodeError is json's error as an *Error.
-func decodeError(err error) *Error {
+func decodeError(err error) *Error { return decodeErrorAt("", err) }
+
+// decodeErrorAt is decodeError for a value that is member at of a body
+// ("" for the body itself).
+func decodeErrorAt(at string, err error) *Error {
 	var se *json.SemanticError
 	if errors.As(err, &se) && errors.Is(se.Err, json.ErrUnknownName) && se.JSONPointer != "" {
-		name := memberPath(se.JSONPointer)
+		name := memberPath(at, se.JSONPointer)
 		return &Error{Name: name, Offset: se.ByteOffset, Reason: fmt.Sprintf("it has a member %s that this request does not take", name)}
 	}
-	if errors.As(err, &se) && se.Err == nil && se.JSONPointer != "" && se.JSONKind != 0 {
+	if errors.As(err, &se) && se.Err == nil && se.JSONKind != 0 {
 		// A value of the wrong kind: said in JSON's words, not Go's.
 		got, want := kindNames[se.JSONKind], wants(se.GoType)
-		if want != "" && got != "" && !strings.HasPrefix(want, got) {
-			name := memberPath(se.JSONPointer)
+		if name := memberPath(at, se.JSONPointer); name != "" && want != "" && got != "" && !strings.HasPrefix(want, got) {
 			return &Error{Name: name, Offset: se.ByteOffset, Reason: fmt.Sprintf("%s is %s; send %s", name, got, want)}
 		}
 	}
-	return &Error{Reason: strings.TrimPrefix(err.Error(), "json: ")}
+	return &Error{Name: at, Reason: strings.TrimPrefix(err.Error(), "json: ")}
 }
+
+// UnmarshalAt decodes raw, the value of member at of a body (a path such
+// as input or messages[0]), into v, as Object.Into does a whole body:
+// members v has no field for are ignored, and an error is an *Error that
+// names the member at fault from at.
+func UnmarshalAt(at string, raw []byte, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return decodeErrorAt(at, err)
+	}
+	return nil
+}
+
+// KindName names the kind of a JSON value as an error message says it
+// ("a string", "an object", "null").
+func KindName(k jsontext.Kind) string { return kindNames[k] }
 
 // kindNames names the kinds of JSON values.
 var kindNames = map[jsontext.Kind]string{
@@ -326,10 +344,12 @@ func wants(t reflect.Type) string {
 	return ""
 }
 
-// memberPath writes a JSON pointer as APIs name a member in their errors:
-// /messages/0/role as messages[0].role.
-func memberPath(p jsontext.Pointer) string {
+// memberPath writes a JSON pointer within member at (a path, or "" for
+// the body) as APIs name a member in their errors: /messages/0/role as
+// messages[0].role.
+func memberPath(at string, p jsontext.Pointer) string {
 	var b strings.Builder
+	b.WriteString(at)
 	for tok := range p.Tokens() {
 		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
 			fmt.Fprintf(&b, "[%s]", tok)

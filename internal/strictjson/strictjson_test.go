@@ -123,6 +123,13 @@ func TestWrongKindInJSONWords(t *testing.T) {
 		assert.Equal(t, want, [2]string{se.Name, se.Reason}, body)
 		assert.NotContains(t, se.Reason, "Go", body)
 	}
+	var items []struct {
+		B int `json:"b"`
+	}
+	var se *strictjson.Error
+	require.ErrorAs(t, strictjson.UnmarshalAt("input", []byte(`[{"b":1},{"b":"x"}]`), &items), &se)
+	assert.Equal(t, [2]string{"input[1].b", "input[1].b is a string; send a number (an integer)"}, [2]string{se.Name, se.Reason},
+		"a member's value is named from the member")
 	var n struct {
 		N int `json:"n"`
 	}

@@ -289,7 +289,9 @@ func TestDoorBadInput(t *testing.T) {
 		want       string
 	}{
 		"responses: no input":              {"/v1/responses", `{"model":"coder","user":"alice:1"}`, 400, "input is missing"},
-		"responses: input not a list":      {"/v1/responses", `{"model":"coder","user":"alice:1","input":{"role":"user"}}`, 400, "string or an array"},
+		"responses: input not a list":      {"/v1/responses", `{"model":"coder","user":"alice:1","input":{"role":"user"}}`, 400, "input is an object; send the user's message as a string or an array"},
+		"responses: input a number":        {"/v1/responses", `{"model":"coder","user":"alice:1","input":5}`, 400, "input is a number; send"},
+		"responses: item role a number":    {"/v1/responses", `{"model":"coder","user":"alice:1","input":[{"role":7,"content":"x"}]}`, 400, `input[0].role is a number; send a string","type":"invalid_request_error","param":"input[0].role"`},
 		"responses: function output":       {"/v1/responses", `{"model":"coder","user":"alice:1","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`, 400, "tools run inside the sandbox"},
 		"responses: image":                 {"/v1/responses", `{"model":"coder","user":"alice:1","input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, 400, "only text parts"},
 		"responses: bad role":              {"/v1/responses", `{"model":"coder","user":"alice:1","input":[{"role":"tool","content":"x"}]}`, 400, "has role"},

@@ -185,9 +185,12 @@ func inputOf(raw jsontext.Value) ([]executor.Message, int64, *middleware.Error) 
 		}
 		return []executor.Message{{Role: "user", Content: s}}, int64(len(s)), nil
 	}
+	if k := raw.Kind(); k != '[' {
+		return nil, 0, badRequest("input", "input is %s; send the user's message as a string or an array of input items", strictjson.KindName(k))
+	}
 	var items []inputItem
-	if err := jsonv2.Unmarshal(raw, &items); err != nil {
-		return nil, 0, badRequest("input", "input must be a string or an array of input items: %v", err)
+	if err := strictjson.UnmarshalAt("input", raw, &items); err != nil {
+		return nil, 0, refusal("responses request", err)
 	}
 	var out []executor.Message
 	var n int64
