@@ -257,6 +257,24 @@ func TestPlainPathBadRequests(t *testing.T) {
 	assert.Len(t, g.PlainModel.Requests(), before, "nothing went upstream")
 }
 
+// TestPlainPathNotFound: what neither agentbox nor the plain path serves
+// is a 404 that says where assistants answer; another user's stored
+// response reads as one that does not exist.
+func TestPlainPathNotFound(t *testing.T) {
+	g, _ := startGateway(t)
+	message := func(body map[string]any) string {
+		e, _ := body["error"].(map[string]any)
+		m, _ := e["message"].(string)
+		return m
+	}
+	status, body := sandboxCall(t, http.MethodGet, g.URL+"/v1/responses/resp_someone_elses", "mallory", nil)
+	assert.Equal(t, http.StatusNotFound, status)
+	assert.Contains(t, message(body), `there is no stored response "resp_someone_elses" for this user`)
+	status, body = sandboxCall(t, http.MethodGet, g.URL+"/v1/embeddings", "mallory", nil)
+	assert.Equal(t, http.StatusNotFound, status)
+	assert.Contains(t, message(body), "no route for GET /v1/embeddings; plain assistants answer on POST /v1/chat/completions")
+}
+
 // interval is when a request's sandbox was up, as the client saw it.
 type interval struct{ ready, closed time.Time }
 

@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -71,10 +72,10 @@ func newUpstream(assistants map[string]*config.Assistant, log hclog.Logger) *ups
 
 // ServeHTTP answers POST /v1/chat/completions for the plain assistants and
 // 404 for everything else (agentbox's middleware in front serves the
-// sandboxed assistants and /v1/models).
+// sandboxed assistants, their stored responses and /v1/models).
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		writeOpenAIError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s; this gateway serves POST /v1/chat/completions and GET /v1/models", r.Method, r.URL.Path))
+		writeOpenAIError(w, http.StatusNotFound, "not_found", notFound(r))
 		return
 	}
 	raw, err := io.ReadAll(io.LimitReader(r.Body, maxPlainBody+1))
@@ -181,3 +182,13 @@ func describe(c *config.Connector) string {
 // upstreamTimeout bounds how long the proxy waits for the connector's
 // response headers; a streamed answer may then run as long as it runs.
 const upstreamTimeout = 5 * time.Minute
+
+// notFound says why nothing answers r here: the middleware in front
+// passes on what it does not serve, another user's stored response
+// included, which must read as one that does not exist.
+func notFound(r *http.Request) string {
+	if id, ok := strings.CutPrefix(r.URL.Path, "/v1/responses/"); ok && r.Method == http.MethodGet {
+		return fmt.Sprintf("there is no stored response %q for this user; a response is kept for the user it answered", id)
+	}
+	return fmt.Sprintf("no route for %s %s; plain assistants answer on POST /v1/chat/completions, sandboxed ones on POST /v1/chat/completions, /v1/responses and /v1/messages, and GET /v1/models lists them", r.Method, r.URL.Path)
+}
