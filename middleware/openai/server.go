@@ -185,9 +185,12 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		s.opts.Next.ServeHTTP(w, r)
 		return
 	}
-	routes := "POST /v1/chat/completions and GET /v1/models"
+	routes := "POST /v1/chat/completions, /v1/responses and /v1/messages, GET /v1/models"
 	if s.opts.Sandboxes != nil {
-		routes += " and /v1/sandboxes"
+		routes += ", /v1/sandboxes"
+	}
+	if s.opts.Checkpoints != nil {
+		routes += ", /v1/chats/{chat}/checkpoints"
 	}
 	writeError(w, &middleware.Error{Kind: middleware.KindNotFound, Message: "no route for " + r.Method + " " + r.URL.Path +
 		"; this endpoint serves " + routes})

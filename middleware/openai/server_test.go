@@ -490,8 +490,13 @@ func TestModels(t *testing.T) {
 	for path, status := range map[string]int{"/v1/models/qa": 200, "/v1/models/nope": 404, "/v1/nothing": 404} {
 		resp, err := srv.Client().Get(srv.URL + path)
 		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		assert.Equal(t, status, resp.StatusCode, path)
+		if path == "/v1/nothing" {
+			assert.Contains(t, string(b), "this endpoint serves POST /v1/chat/completions, /v1/responses and /v1/messages, GET /v1/models",
+				"the 404 names every door")
+		}
 	}
 	resp2, err := srv.Client().Get(srv.URL + "/v1/chat/completions")
 	require.NoError(t, err)
