@@ -36,6 +36,11 @@ import (
 // are kept on the checkpoint claim (AnnotationCheckpoints), so that
 // Checkpoints, which the middleware reads before every turn, needs no pod.
 
+// isCheckpoint reports whether an object's labels mark it as a checkpoint
+// pod or claim (LabelRole) rather than a chat's sandbox pod or workspace
+// claim.
+func isCheckpoint(labels map[string]string) bool { return labels[LabelRole] == RoleCheckpoint }
+
 // Labels, annotations and names of checkpoint pods and claims.
 const (
 	// LabelRole tells a checkpoint claim or pod (RoleCheckpoint) from a

@@ -55,7 +55,7 @@ func (e *Executor) Inventory(ctx context.Context) (Inventory, error) {
 		for _, p := range pods.Items {
 			inv.Pods = append(inv.Pods, Item{Name: p.Name, Instance: p.Annotations[AnnotationInstance],
 				User: p.Annotations[AnnotationUser], Chat: p.Annotations[AnnotationChat], Deleting: p.DeletionTimestamp != nil,
-				Checkpoint: p.Labels[LabelRole] == RoleCheckpoint})
+				Checkpoint: isCheckpoint(p.Labels)})
 		}
 	}
 	leases, err := e.cs.CoordinationV1().Leases(e.o.Namespace).List(ctx, sel)
@@ -79,7 +79,7 @@ func (e *Executor) Inventory(ctx context.Context) (Inventory, error) {
 	} else {
 		for _, c := range claims.Items {
 			inv.Claims = append(inv.Claims, Item{Name: c.Name, User: c.Annotations[AnnotationUser], Chat: c.Annotations[AnnotationChat],
-				Deleting: c.DeletionTimestamp != nil, Checkpoint: c.Labels[LabelRole] == RoleCheckpoint})
+				Deleting: c.DeletionTimestamp != nil, Checkpoint: isCheckpoint(c.Labels)})
 		}
 	}
 	return inv, errors.Join(errs...)

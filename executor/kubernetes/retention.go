@@ -61,7 +61,7 @@ func (e *Executor) SweepClaims(ctx context.Context) (int, error) {
 		}
 		chat := c.Labels[LabelChat]
 		// A checkpoint claim goes with its workspace claim.
-		if c.DeletionTimestamp != nil || chat == "" || c.Labels[LabelRole] == RoleCheckpoint || time.Since(last) < e.o.Retention {
+		if c.DeletionTimestamp != nil || chat == "" || isCheckpoint(c.Labels) || time.Since(last) < e.o.Retention {
 			continue
 		}
 		removed, err := e.removeClaim(ctx, c.Name, c.ResourceVersion, chat, c.Annotations)
