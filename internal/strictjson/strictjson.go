@@ -289,7 +289,10 @@ func decodeErrorAt(at string, err error) *Error {
 		return &Error{Name: name, Offset: se.ByteOffset, Reason: fmt.Sprintf("it has a member %s that this request does not take", name)}
 	}
 	if errors.As(err, &se) && se.Err == nil && se.JSONKind != 0 {
-		// A value of the wrong kind: said in JSON's words, not Go's.
+		// A value of the wrong kind: said in JSON's words, not Go's. A
+		// value of the right kind that still failed (1.5 for an integer)
+		// keeps the decoder's reason: want then begins with got's words
+		// ("a number (an integer)", "a number").
 		got, want := kindNames[se.JSONKind], wants(se.GoType)
 		if name := memberPath(at, se.JSONPointer); name != "" && want != "" && got != "" && !strings.HasPrefix(want, got) {
 			return &Error{Name: name, Offset: se.ByteOffset, Reason: fmt.Sprintf("%s is %s; send %s", name, got, want)}
