@@ -82,7 +82,17 @@ func seedCreateRejectsWithoutNode(t *testing.T, dir string) {
 	a := &middleware.Assistant{ID: "coder", Hooks: h, Sandbox: &middleware.Sandbox{Runner: "claude", Spec: sp}}
 	cat, err := middleware.NewCatalog(a)
 	require.NoError(t, err)
+	// The gateway's and the executor's debug log, shown on a failure: CI
+	// twice saw the hook's first exec stall for its 30 s budget under
+	// load, and this is what would say where it waited.
+	glog := &testenv.SyncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the gateway's log:\n%s", glog.String())
+		}
+	})
 	o, err := middleware.New(context.Background(), middleware.Options{
+		Logger:  hclog.New(&hclog.LoggerOptions{Output: glog, Level: hclog.Debug}),
 		Catalog: cat,
 		NewExecutor: func(ctx context.Context, log hclog.Logger) (executor.Executor, error) {
 			return docker.New(ctx, docker.Options{DataDir: data, Image: img, HelperBinary: testenv.HelperBinary(t), Logger: log,
