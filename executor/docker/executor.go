@@ -196,7 +196,7 @@ func newExecutor(ctx context.Context, o Options, api dockerAPI) (*Executor, erro
 		}
 	})
 	if e.pool != nil {
-		e.every(min(o.PoolIdle/2, time.Minute), func(context.Context) { e.pool.expire() })
+		e.every(min(o.PoolIdle/2, time.Minute), func(context.Context) { e.pool.Expire() })
 	}
 	e.warnHostAccount(executor.DefaultUID)
 	e.logger.Debug("executor started", "data_dir", o.DataDir)

@@ -181,18 +181,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.QuotaInterval < 0 {
 		return o, fmt.Errorf("docker executor: Options.QuotaInterval %v is negative: %w", o.QuotaInterval, executor.ErrInvalid)
 	}
-	if o.Pool < 0 || o.Pool > 64 {
-		return o, fmt.Errorf("docker executor: Options.Pool %d is out of range; give 0 (off) to 64 containers per configuration: %w", o.Pool, executor.ErrInvalid)
+	idle, err := executor.PoolIdle(o.Pool, o.PoolIdle)
+	if err != nil {
+		return o, fmt.Errorf("docker executor: %w", err)
 	}
-	switch {
-	case o.Pool > 0:
-		setDuration(&o.PoolIdle, DefaultPoolIdle)
-		if o.PoolIdle < time.Second {
-			return o, fmt.Errorf("docker executor: Options.PoolIdle %v is under a second: %w", o.PoolIdle, executor.ErrInvalid)
-		}
-	case o.PoolIdle != 0:
-		return o, fmt.Errorf("docker executor: Options.PoolIdle is set but Options.Pool is 0 (no pool); set Pool or drop PoolIdle: %w", executor.ErrInvalid)
-	}
+	o.PoolIdle = idle
 	if o.MinFreeBytes == 0 {
 		o.MinFreeBytes = DefaultMinFreeBytes
 	}

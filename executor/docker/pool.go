@@ -2,14 +2,11 @@ package docker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -45,16 +42,12 @@ import (
 // Pool defaults and labels.
 const (
 	// DefaultPoolIdle is how long a pooled container waits unused.
-	DefaultPoolIdle = 10 * time.Minute
+	DefaultPoolIdle = executor.DefaultPoolIdle
 	// LabelPool marks a container started for the pool; its value is the
 	// hash of the configuration it was made for.
 	LabelPool = labelPrefix + "pool"
 	// PolicyPool is LabelPolicy of a pooled container.
 	PolicyPool = "pool"
-
-	// poolMaxFailures is how many fills in a row may fail before the
-	// pool turns itself off (a daemon that cannot see the pool's mounts).
-	poolMaxFailures = 3
 
 	poolDir       = "pool"
 	poolOwnersDir = "pool-owners"
@@ -65,24 +58,15 @@ const (
 type pool struct {
 	e    *Executor
 	root string // {data}/pool/{instance}, a shared tmpfs
-
-	mu      sync.Mutex
-	ready   map[string][]*poolEntry // by key, oldest first
-	filling map[string]int
-	closed  bool
-	failed  int  // fills that failed in a row
-	off     bool // turned off after poolMaxFailures of them
-	fills   sync.WaitGroup
+	*executor.Pool[plan, *poolEntry]
 }
 
 // poolEntry is one started container waiting for a chat. done ends its
 // mark in the executor's registry, which keeps the reconciler off it.
 type poolEntry struct {
-	sb      *Sandbox
-	key     string
-	slot    string
-	done    func()
-	expires time.Time
+	sb   *Sandbox
+	slot string
+	done func()
 }
 
 // owner is a pooled container's chat, recorded at adoption.
@@ -125,7 +109,18 @@ func (e *Executor) openPool() (*pool, error) {
 		return nil, fmt.Errorf("docker executor: make the pool dir %s a shared mount: %w", root, err)
 	}
 	e.logger.Debug("container pool on", "size", e.o.Pool, "idle", e.o.PoolIdle, "dir", root)
-	return &pool{e: e, root: root, ready: map[string][]*poolEntry{}, filling: map[string]int{}}, nil
+	pl := &pool{e: e, root: root}
+	pl.Pool = executor.NewPool(executor.PoolConfig[plan, *poolEntry]{
+		Size: e.o.Pool, Idle: e.o.PoolIdle, Start: pl.start, Drop: pl.drop,
+		Failed: func(err error, off bool) {
+			if off {
+				e.logger.Error("the container pool is off: its containers failed to start again and again; requests start their own (the Docker daemon must see the pool's mounts: run the gateway as root in the daemon's mount namespace)", "failures", executor.PoolMaxFailures, "error", err)
+				return
+			}
+			e.logger.Warn("cannot start a pooled container", "error", err)
+		},
+	})
+	return pl, nil
 }
 
 // sweepPools unmounts and removes the pool dirs of dead instances (a
@@ -204,25 +199,13 @@ func (e *Executor) pooledOwner(c container.Summary) (owner, bool) {
 	return o, true
 }
 
-// poolKey hashes what a pooled container is made for: p without the chat,
-// the assistant and the workspace quota. ok is false for a p that is
-// never pooled.
+// poolKey is executor.PoolKey of p; ok is false for a p that is never
+// pooled (a runtime other than runc).
 func poolKey(p plan) (key string, ok bool) {
 	if p.spec.Runtime != "" && p.spec.Runtime != "runc" {
 		return "", false
 	}
-	b, _ := json.Marshal(struct {
-		Image, User, Network string
-		Memory, Pids         int64
-		CPUs                 float64
-		Timeout              time.Duration
-		Egress, Session      bool
-		Runtime              string
-		Env                  []string
-	}{p.image, p.spec.User, p.spec.Network, p.spec.MemoryBytes, p.spec.PidsLimit, p.spec.CPUs,
-		p.spec.Timeout, p.spec.Egress, p.spec.IdleTTL > 0, p.spec.Runtime, p.spec.Env})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:12]), true
+	return executor.PoolKey(p.image, p.spec), true
 }
 
 // take returns a ready container for p's configuration, or nil.
@@ -234,20 +217,8 @@ func (pl *pool) take(p plan) *poolEntry {
 	if !ok {
 		return nil
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	list := pl.ready[key]
-	for len(list) > 0 {
-		// The newest has the most time left.
-		ent := list[len(list)-1]
-		list = list[:len(list)-1]
-		pl.ready[key] = list
-		if time.Now().Before(ent.expires) {
-			return ent
-		}
-		go pl.drop(ent, "expired")
-	}
-	return nil
+	ent, _ := pl.Take(key)
+	return ent
 }
 
 // adopt binds the chat's workspace (wsDir) into ent's container and
@@ -285,49 +256,8 @@ func (pl *pool) refill(p plan) {
 	if pl == nil {
 		return
 	}
-	key, ok := poolKey(p)
-	if !ok {
-		return
-	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	for n := len(pl.ready[key]) + pl.filling[key]; n < pl.e.o.Pool && !pl.closed && !pl.off; n++ {
-		pl.filling[key]++
-		pl.fills.Add(1)
-		go pl.fill(p, key)
-	}
-}
-
-// fill starts one pooled container for p's configuration.
-func (pl *pool) fill(p plan, key string) {
-	defer pl.fills.Done()
-	ent, err := pl.start(p, key)
-	pl.mu.Lock()
-	pl.filling[key]--
-	closed := pl.closed
-	if err == nil && !closed {
-		pl.ready[key] = append(pl.ready[key], ent)
-	}
-	turnedOff := false
-	switch {
-	case err == nil:
-		pl.failed = 0
-	case !errors.Is(err, executor.ErrNotRunning):
-		pl.failed++
-		if pl.failed >= poolMaxFailures && !pl.off {
-			pl.off, turnedOff = true, true
-		}
-	}
-	pl.mu.Unlock()
-	switch {
-	case errors.Is(err, executor.ErrNotRunning):
-		pl.e.logger.Debug("no pooled container: the executor is closing", "error", err)
-	case turnedOff:
-		pl.e.logger.Error("the container pool is off: its containers failed to start again and again; requests start their own (the Docker daemon must see the pool's mounts: run the gateway as root in the daemon's mount namespace)", "failures", poolMaxFailures, "error", err)
-	case err != nil:
-		pl.e.logger.Warn("cannot start a pooled container", "error", err)
-	case closed:
-		pl.drop(ent, "the executor is closing")
+	if key, ok := poolKey(p); ok {
+		pl.Refill(key, p)
 	}
 }
 
@@ -368,7 +298,7 @@ func (pl *pool) start(p plan, key string) (_ *poolEntry, err error) {
 		return nil, fmt.Errorf("pooled container: %w", err)
 	}
 	sb.logger.Debug("pooled container ready", "container", shortID(sb.id), "took", time.Since(p.created))
-	return &poolEntry{sb: sb, key: key, slot: slot, done: done, expires: p.created.Add(e.o.PoolIdle)}, nil
+	return &poolEntry{sb: sb, slot: slot, done: done}, nil
 }
 
 // drop removes ent's container and slot.
@@ -380,46 +310,13 @@ func (pl *pool) drop(ent *poolEntry, why string) {
 	pl.e.logger.Debug("pooled container removed", "sandbox", ent.sb.sandboxID, "reason", why)
 }
 
-// expire removes the containers that waited longer than PoolIdle.
-func (pl *pool) expire() {
-	now := time.Now()
-	var old []*poolEntry
-	pl.mu.Lock()
-	for key, list := range pl.ready {
-		keep := list[:0]
-		for _, ent := range list {
-			if now.Before(ent.expires) {
-				keep = append(keep, ent)
-			} else {
-				old = append(old, ent)
-			}
-		}
-		pl.ready[key] = keep
-	}
-	pl.mu.Unlock()
-	for _, ent := range old {
-		pl.drop(ent, "unused for PoolIdle")
-	}
-}
-
 // close removes every pooled container, waits for the fills under way and
 // unmounts the pool dir.
 func (pl *pool) close() error {
 	if pl == nil {
 		return nil
 	}
-	pl.mu.Lock()
-	pl.closed = true
-	var all []*poolEntry
-	for _, list := range pl.ready {
-		all = append(all, list...)
-	}
-	pl.ready = map[string][]*poolEntry{}
-	pl.mu.Unlock()
-	for _, ent := range all {
-		pl.drop(ent, "the executor is closing")
-	}
-	pl.fills.Wait()
+	pl.Close()
 	if err := unmountDir(pl.root); err != nil {
 		return fmt.Errorf("unmount the pool dir: %w", err)
 	}
@@ -434,11 +331,5 @@ func (pl *pool) size() int {
 	if pl == nil {
 		return 0
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	n := 0
-	for _, list := range pl.ready {
-		n += len(list)
-	}
-	return n
+	return pl.Size()
 }

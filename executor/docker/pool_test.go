@@ -33,12 +33,7 @@ func waitPool(t *testing.T, e *Executor, n int) []*poolEntry {
 	t.Helper()
 	var ready []*poolEntry
 	require.Eventually(t, func() bool {
-		e.pool.mu.Lock()
-		defer e.pool.mu.Unlock()
-		ready = ready[:0]
-		for _, list := range e.pool.ready {
-			ready = append(ready, list...)
-		}
+		ready = e.pool.Ready()
 		return len(ready) == n
 	}, 2*time.Minute, 50*time.Millisecond, "the pool never held %d containers", n)
 	return ready
@@ -212,7 +207,7 @@ func (f *failingCreate) ContainerCreate(context.Context, *container.Config, *con
 }
 
 // TestPoolTurnsOffAfterFailures: a pool whose containers cannot start
-// stops trying after poolMaxFailures fills in a row, instead of trying
+// stops trying after executor.PoolMaxFailures fills in a row, instead of trying
 // (and warning) after every request.
 func TestPoolTurnsOffAfterFailures(t *testing.T) {
 	testenv.RequireRoot(t, "the pool mounts a tmpfs")
@@ -224,12 +219,12 @@ func TestPoolTurnsOffAfterFailures(t *testing.T) {
 	defer func() { require.NoError(t, e.Close()) }()
 	p, err := newPlan(testSpec("x"), e.o, time.Now())
 	require.NoError(t, err)
-	for range poolMaxFailures + 2 {
+	for range executor.PoolMaxFailures + 2 {
 		e.pool.refill(p)
-		e.pool.fills.Wait()
+		e.pool.Wait()
 	}
-	assert.Equal(t, int32(poolMaxFailures), api.creates.Load(), "no fill after the pool turned off")
-	assert.True(t, e.pool.off)
+	assert.Equal(t, int32(executor.PoolMaxFailures), api.creates.Load(), "no fill after the pool turned off")
+	assert.True(t, e.pool.Off())
 	names, err := dirNames(e.pool.root)
 	require.NoError(t, err)
 	assert.Empty(t, names, "failed fills leave no slot")
