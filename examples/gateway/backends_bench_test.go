@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -50,19 +51,29 @@ import (
 // already, so the ratio of the follow-up turns (kubernetes/docker-
 // followup) leaves out the binding of a new chat's claim, which the
 // scheduler waits for in steps of a second.
+//
+// Last, each iteration sends a new chat's first request to a Docker
+// gateway and a Kubernetes gateway with -pool 1 (docker-pooled-ms,
+// kubernetes-pooled-ms, their ratio and the pooled pods' ratio to the cold
+// Docker request), each pool full and quiet before it, and reports the API
+// server's cost of the pooled request.
 func BenchmarkRequestBackends(b *testing.B) {
 	kc := testenv.RequireCluster(b)
 	g, data := startGateway(b)
-	k, _ := startGateway(b, func(o *Options) {
+	k8sOptions := func(o *Options) {
 		o.Executor, o.HelperBinary = "kubernetes", ""
 		o.Kubernetes = k8sexec.Options{Kubeconfig: kc, StorageClass: "agentbox-local", ImagePullPolicy: "Never"}
-	})
+	}
+	k, _ := startGateway(b, k8sOptions)
+	var poolData string
+	gp, _ := startGateway(b, func(o *Options) { o.Pool, poolData = 1, o.DataDir })
+	kp, _ := startGateway(b, k8sOptions, func(o *Options) { o.Pool = 1 })
 	api := newAPIServerGauge(b, kc)
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	type sample struct{ total, start, agent, cpu []time.Duration }
-	var dk, pods, dk2, pods2 sample
-	var apiCPU, apiReqs []float64
+	var dk, pods, dk2, pods2, dkPooled, podsPooled sample
+	var apiCPU, apiReqs, apiPooledCPU, apiPooledReqs []float64
 	ctx := context.Background()
 	request := func(s *sample, url, chat string) {
 		t0 := time.Now()
@@ -73,8 +84,33 @@ func BenchmarkRequestBackends(b *testing.B) {
 		s.start = append(s.start, ms(tm["container_start_ms"]))
 		s.agent = append(s.agent, ms(tm["agent_ms"]))
 	}
+	// Each pool fills after the first request of its configuration.
+	for _, gw := range []*Gateway{gp, kp} {
+		status, body := rawChat(b, gw.URL, demoUser, "pool-fill-"+run, demoPrompt, nil, "")
+		require.Equal(b, http.StatusOK, status, body)
+		require.NoError(b, gw.orch.Settle(ctx))
+	}
+	pooledReady := func() {
+		testenv.WaitPooled(b, poolData)
+		api.podPooled(b, k8sexec.DefaultNamespace)
+	}
 	for i := 0; b.Loop(); i++ {
 		chat := fmt.Sprintf("backends-%s-%d", run, i)
+		pooledReady()
+		request(&dkPooled, gp.URL, "pooled-"+chat)
+		require.NoError(b, gp.orch.Settle(ctx))
+		idle := api.window(b, func() { time.Sleep(dkPooled.total[len(dkPooled.total)-1]) })
+		busy := api.window(b, func() {
+			request(&podsPooled, kp.URL, "pooled-"+chat)
+			require.NoError(b, kp.orch.Settle(ctx))
+		})
+		scale := busy.wall.Seconds() / idle.wall.Seconds()
+		apiPooledCPU = append(apiPooledCPU, (busy.cpu-time.Duration(float64(idle.cpu)*scale)).Seconds()*1000)
+		apiPooledReqs = append(apiPooledReqs, busy.requests-idle.requests*scale)
+		// The pools refill before the cold requests, which should not
+		// share the machine or the API server with that.
+		pooledReady()
+
 		p, err := cpuprobe.Start(cpuprobe.Options{Owns: func(l map[string]string) bool { return l[docker.LabelDataDir] == data }})
 		require.NoError(b, err)
 		request(&dk, g.URL, chat)
@@ -83,15 +119,15 @@ func BenchmarkRequestBackends(b *testing.B) {
 
 		// The API server's idle cost over as long as the request takes,
 		// then the request's (until its pod is deleted: Settle).
-		idle := api.window(b, func() { time.Sleep(dk.total[len(dk.total)-1]) })
+		idle = api.window(b, func() { time.Sleep(dk.total[len(dk.total)-1]) })
 		p, err = cpuprobe.Start(cpuprobe.Options{Owns: func(map[string]string) bool { return false }})
 		require.NoError(b, err)
-		busy := api.window(b, func() {
+		busy = api.window(b, func() {
 			request(&pods, k.URL, chat)
 			require.NoError(b, k.orch.Settle(ctx))
 		})
 		pods.cpu = append(pods.cpu, p.Stop().Total())
-		scale := busy.wall.Seconds() / idle.wall.Seconds()
+		scale = busy.wall.Seconds() / idle.wall.Seconds()
 		apiCPU = append(apiCPU, (busy.cpu-time.Duration(float64(idle.cpu)*scale)).Seconds()*1000)
 		apiReqs = append(apiReqs, busy.requests-idle.requests*scale)
 		b.Logf("pods request %d: API server %v CPU, %.0f requests (idle over %v: %v CPU, %.0f requests)",
@@ -124,15 +160,30 @@ func BenchmarkRequestBackends(b *testing.B) {
 		b.Logf("%s: requests %v, sandbox start %v, agent %v, CPU %v", be.name, be.s.total, be.s.start, be.s.agent, be.s.cpu)
 	}
 	b.ReportMetric(med(pods.total)/med(dk.total), "kubernetes/docker")
-	for _, be := range []struct {
-		name string
-		s    sample
-	}{{"docker", dk2}, {"kubernetes", pods2}} {
-		b.ReportMetric(med(be.s.total), be.name+"-followup-ms")
-		b.ReportMetric(med(be.s.start), be.name+"-followup-start-ms")
-		b.Logf("%s follow-up turns: requests %v, sandbox start %v, agent %v", be.name, be.s.total, be.s.start, be.s.agent)
+	// The follow-up turns, then the pooled new chats.
+	for _, run := range []struct {
+		what, metric, ratio string
+		docker, k8s         sample
+	}{
+		{"follow-up turns", "followup", "kubernetes/docker-followup", dk2, pods2},
+		{"pooled, new chats", "pooled", "kubernetes-pooled/docker-pooled", dkPooled, podsPooled},
+	} {
+		for _, be := range []struct {
+			name string
+			s    sample
+		}{{"docker", run.docker}, {"kubernetes", run.k8s}} {
+			b.ReportMetric(med(be.s.total), be.name+"-"+run.metric+"-ms")
+			b.ReportMetric(med(be.s.start), be.name+"-"+run.metric+"-start-ms")
+			b.Logf("%s %s: requests %v, sandbox start %v, agent %v", be.name, run.what, be.s.total, be.s.start, be.s.agent)
+		}
+		b.ReportMetric(med(run.k8s.total)/med(run.docker.total), run.ratio)
 	}
-	b.ReportMetric(med(pods2.total)/med(dk2.total), "kubernetes/docker-followup")
+	b.ReportMetric(med(podsPooled.total)/med(dk.total), "kubernetes-pooled/docker")
+	b.ReportMetric(medf(apiPooledReqs), "apiserver-requests/pooled-req")
+	if api.pid != 0 {
+		b.ReportMetric(medf(apiPooledCPU), "apiserver-cpu-ms/pooled-req")
+	}
+	b.Logf("API server per pooled request, net of idle: CPU ms %v, requests %v", apiPooledCPU, apiPooledReqs)
 	if api.pid != 0 {
 		b.ReportMetric(medf(apiCPU), "apiserver-cpu-ms/req")
 	}
@@ -230,9 +281,10 @@ func (g *apiServerGauge) requests(ctx context.Context) (float64, error) {
 	return n, nil
 }
 
-// podsGone waits, off the clock, until ns holds no pod of this module's:
-// the previous turn's sandbox pod (and any checkpoint pod) is deleted.
-// Should the list be refused, it waits as long as a deletion takes.
+// podsGone waits, off the clock, until ns holds no pod of this module's
+// but pooled ones: the previous turn's sandbox pod (and any checkpoint
+// pod) is deleted. Should the list be refused, it waits as long as a
+// deletion takes.
 func (g *apiServerGauge) podsGone(b *testing.B, ns string) {
 	b.Helper()
 	b.StopTimer()
@@ -245,9 +297,35 @@ func (g *apiServerGauge) podsGone(b *testing.B, ns string) {
 			time.Sleep(3 * time.Second)
 			return
 		}
-		if len(l.Items) == 0 {
+		if !slices.ContainsFunc(l.Items, func(p corev1.Pod) bool { return p.Labels[k8sexec.LabelPool] == "" }) {
 			return
 		}
 	}
 	b.Logf("pods of %s still there a minute after the request: the follow-up waits for them", ns)
+}
+
+// podPooled waits, off the clock, until ns holds a running pooled pod and
+// no pod still starting or going, then a second more (the pool records a
+// pod once its helper answers, which is about when the kubelet reports it
+// running).
+func (g *apiServerGauge) podPooled(b *testing.B, ns string) {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	sel := metav1.ListOptions{LabelSelector: k8sexec.LabelManagedBy + "=agentbox"}
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		l, err := g.cs.CoreV1().Pods(ns).List(b.Context(), sel)
+		require.NoError(b, err, "list the pods")
+		pooled, busy := false, false
+		for _, p := range l.Items {
+			running := p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
+			pooled = pooled || (running && p.Labels[k8sexec.LabelPool] != "")
+			busy = busy || !running
+		}
+		if pooled && !busy {
+			time.Sleep(time.Second)
+			return
+		}
+	}
+	b.Fatalf("no pooled pod in namespace %s within 2 minutes", ns)
 }

@@ -52,7 +52,7 @@ type Options struct {
 	Executor string
 	// Kubernetes configures the pods of the kubernetes executor.
 	Kubernetes kubernetes.Options
-	// Pool (docker executor) keeps this many started containers per
+	// Pool (docker and kubernetes executors) keeps this many started containers or pods per
 	// sandbox configuration for new chats' first requests; 0 is off.
 	Pool int
 	// Quota is the workspace quota mode (docker.Options.Quota): "" for
@@ -81,8 +81,8 @@ func (o Options) backend() (agentbox.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-executor: %w", err)
 	}
-	if kind != config.ExecutorDocker && o.Pool != 0 {
-		return nil, fmt.Errorf("-pool is a docker executor option; drop it for the %s executor", kind)
+	if kind == config.ExecutorLocal && o.Pool != 0 {
+		return nil, fmt.Errorf("-pool is a docker and kubernetes executor option; drop it for the %s executor", kind)
 	}
 	switch kind {
 	case config.ExecutorKubernetes:
@@ -93,8 +93,14 @@ func (o Options) backend() (agentbox.Backend, error) {
 			return nil, fmt.Errorf(`-quota %q: the kubernetes executor enforces workspace quotas with the pod's helper only; use "watchdog" or leave it empty`, o.Quota)
 		case o.Quota != "" && o.Kubernetes.QuotaInterval < 0:
 			return nil, errors.New(`-quota is "watchdog" but the kubernetes options' QuotaInterval is negative, which turns the pods' watchdog off; drop one of them`)
+		case o.Pool != 0 && o.Kubernetes.Pool != 0 && o.Pool != o.Kubernetes.Pool:
+			return nil, fmt.Errorf("-pool %d differs from the kubernetes options' Pool %d; drop one of them", o.Pool, o.Kubernetes.Pool)
 		}
-		return o.Kubernetes, nil
+		k := o.Kubernetes
+		if o.Pool != 0 {
+			k.Pool = o.Pool
+		}
+		return k, nil
 	case config.ExecutorLocal:
 		if o.Quota != "" {
 			return nil, fmt.Errorf(`-quota %q: the local executor caps each file at max_disk and has no quota mode; leave it empty, or use the docker executor for "watchdog" or "loop"`, o.Quota)

@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Kubernetes.StorageClass, "storage-class", "", "kubernetes executor: storage class of the workspaces' claims (empty: a workspace lives as long as its pod)")
 	fs.StringVar(&o.Kubernetes.ImagePullPolicy, "image-pull-policy", "", "kubernetes executor: Always, IfNotPresent (default) or Never (images imported into the nodes)")
 	fs.StringVar(&o.Kubernetes.InstanceID, "instance", "", "kubernetes executor: this replica's name on its pods and leases, e.g. its pod name (default: a random one); another replica takes its chats over once it stops renewing their leases")
-	fs.IntVar(&o.Pool, "pool", 0, "docker executor: started containers kept ready per sandbox configuration, so that new chats' first requests skip the container start (needs root on the Docker host; 0: off)")
+	fs.IntVar(&o.Pool, "pool", 0, "docker and kubernetes executors: started containers (pods) kept ready per sandbox configuration, so that new chats' first requests skip their start (docker: needs root on the Docker host; 0: off)")
 	fs.StringVar(&o.Quota, "quota", "", "workspace quota mode (max_disk, max_inodes): empty for the executor's default (docker: watchdog), watchdog (docker: no file past max_disk, the workspace measured and a run over it stopped; kubernetes: the pod's helper measures) or loop (docker: an ext4 image per workspace, the kernel refuses writes past the quota; needs root, e2fsprogs and loop devices)")
 	fs.StringVar(&o.Offline, "offline", "auto", "scripted model server for connectors: auto (when their key is unset), always, never")
 	fs.IntVar(&o.Admission.MaxRuns, "max-sandboxes", 0, "sandboxed requests in flight at once (0: four per core)")

@@ -161,6 +161,13 @@ func (c *Client) WaitReady(ctx context.Context) error {
 // refused connect (a port forward through the API server, which logs
 // each one) retry less often.
 func (c *Client) WaitReadyEvery(ctx context.Context, every time.Duration) error {
+	return c.WaitReadyPaced(ctx, func() time.Duration { return every })
+}
+
+// WaitReadyPaced is WaitReadyEvery with the longest wait between attempts
+// read before each wait, so that a caller that learns the helper is about
+// to listen (its container runs) can shorten it.
+func (c *Client) WaitReadyPaced(ctx context.Context, every func() time.Duration) error {
 	backoff := time.Millisecond
 	for {
 		err := c.Ping(ctx)
@@ -178,7 +185,7 @@ func (c *Client) WaitReadyEvery(ctx context.Context, every time.Duration) error 
 			return fmt.Errorf("helper: not ready at %s: %w (last error: %w)", c.sock, ctx.Err(), err)
 		case <-t.C:
 		}
-		backoff = max(min(backoff*2, every), time.Millisecond)
+		backoff = max(min(backoff*2, every()), time.Millisecond)
 	}
 }
 

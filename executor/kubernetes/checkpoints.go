@@ -109,13 +109,11 @@ func (e *Executor) checkpointImage(ctx context.Context, user, chat string) (stri
 	if img := e.lastImage.Load(); img != nil && *img != "" {
 		return *img, nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
-	c, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Get(cctx, claimName(user, chat), metav1.GetOptions{})
-	cancel()
-	if err != nil && !apierrors.IsNotFound(err) {
-		return "", e.apiError("get workspace claim", err)
+	c, err := e.workspaceClaim(ctx, chatKey(user, chat))
+	if err != nil {
+		return "", err
 	}
-	if err == nil && c.Annotations[AnnotationSandboxImage] != "" {
+	if c != nil && c.Annotations[AnnotationSandboxImage] != "" {
 		return c.Annotations[AnnotationSandboxImage], nil
 	}
 	return "", fmt.Errorf("kubernetes executor: no image for the checkpoint pod of %s/%s (no sandbox ran on this executor and the chat's claim names none); set Options.CheckpointImage to a sandbox image: %w", user, chat, executor.ErrInvalid)
@@ -151,17 +149,22 @@ func (e *Executor) checkpointClaim(p plan, b executor.CheckpointBounds) *corev1.
 }
 
 // ensureClaims makes the chat's workspace and checkpoint claims unless
-// they exist, and returns the checkpoint claim's pending checkpoints.
-func (e *Executor) ensureClaims(ctx context.Context, p plan, b executor.CheckpointBounds) ([]executor.CheckpointInfo, error) {
-	if err := e.ensureClaim(ctx, p); err != nil {
+// they exist, sets p.claim, and returns the checkpoint claim's pending
+// checkpoints.
+func (e *Executor) ensureClaims(ctx context.Context, p *plan, b executor.CheckpointBounds) ([]executor.CheckpointInfo, error) {
+	c, err := e.workspaceClaim(ctx, p.chat)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.ensureClaim(ctx, p, c); err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
 	defer cancel()
 	claims := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace)
-	c, err := claims.Get(cctx, checkpointClaimName(p.spec.UserID, p.spec.ChatID), metav1.GetOptions{})
+	c, err = claims.Get(cctx, checkpointClaimName(p.spec.UserID, p.spec.ChatID), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		c = e.checkpointClaim(p, b)
+		c = e.checkpointClaim(*p, b)
 		if _, err = claims.Create(cctx, c, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
 			c, err = claims.Get(cctx, c.Name, metav1.GetOptions{})
 		}
@@ -211,16 +214,12 @@ func (e *Executor) takeEmpty(ctx context.Context, user, chat, label string, b ex
 		return info, false, err
 	}
 	defer release()
+	if ws, err := e.workspaceClaim(ctx, p.chat); ws != nil || err != nil {
+		return info, false, err
+	}
 	claims := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace)
 	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
 	defer cancel()
-	_, err = claims.Get(cctx, claimName(user, chat), metav1.GetOptions{})
-	if err == nil {
-		return info, false, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return info, false, e.apiError("get workspace claim", err)
-	}
 	now := time.Now()
 	info = executor.CheckpointInfo{ID: checkpoint.NewID(now), Label: label, Created: now}
 	st, _ := json.Marshal(checkpointState{List: []executor.CheckpointInfo{info}, Head: info.ID})
@@ -232,7 +231,7 @@ func (e *Executor) takeEmpty(ctx context.Context, user, chat, label string, b ex
 	} else if err != nil {
 		return executor.CheckpointInfo{}, false, e.apiError("create checkpoint claim "+c.Name, err)
 	}
-	if err := e.ensureClaim(ctx, p); err != nil {
+	if err := e.ensureClaim(ctx, &p, nil); err != nil {
 		return executor.CheckpointInfo{}, false, err
 	}
 	return info, true, nil
@@ -329,9 +328,14 @@ func (e *Executor) checkpointOp(ctx context.Context, req helper.CheckpointReques
 	}
 	// Locked in one order, so that two forks between the same chats in
 	// opposite directions cannot wait on each other.
-	locking := slices.SortedFunc(slices.Values(places), func(a, b plan) int { return strings.Compare(a.chat, b.chat) })
-	for _, p := range locking {
-		release, err := e.lockChat(ctx, p)
+	order := make([]int, len(places))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(places[a].chat, places[b].chat) })
+	for _, i := range order {
+		p := &places[i]
+		release, err := e.lockChat(ctx, *p)
 		if err != nil {
 			return helper.CheckpointResponse{}, err
 		}
@@ -469,7 +473,7 @@ func (e *Executor) checkpointPod(ctx context.Context, places []plan) (*corev1.Po
 	for i, pl := range places {
 		n := strconv.Itoa(i)
 		pod.Spec.Volumes = append(pod.Spec.Volumes,
-			corev1.Volume{Name: "ws-" + n, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(pl.spec.UserID, pl.spec.ChatID)}}},
+			corev1.Volume{Name: "ws-" + n, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pl.claim}}},
 			corev1.Volume{Name: "ck-" + n, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: checkpointClaimName(pl.spec.UserID, pl.spec.ChatID)}}})
 		c.VolumeMounts = append(c.VolumeMounts,
 			corev1.VolumeMount{Name: "ws-" + n, MountPath: ckMount + "/ws/" + n},

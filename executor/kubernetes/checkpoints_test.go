@@ -38,7 +38,7 @@ func TestCheckpointImage(t *testing.T) {
 
 	p, err := e.plan(executor.Spec{UserID: "u1", ChatID: "c1", Image: "sandbox:1"}, time.Now())
 	require.NoError(t, err)
-	require.NoError(t, e.ensureClaim(ctx, p), "a sandbox's Create makes the claim")
+	require.NoError(t, e.ensureClaim(ctx, &p, nil), "a sandbox's Create makes the claim")
 	e.lastImage.Store(&p.image)
 	q, err := e.place(ctx, "u2", "c2")
 	require.NoError(t, err)
@@ -77,10 +77,14 @@ func TestCheckpointPodSpec(t *testing.T) {
 	e, _ := newFake(t, Options{StorageClass: "local"})
 	p, err := e.place(context.Background(), "u1", "c1")
 	require.NoError(t, err)
+	_, err = e.ensureClaims(t.Context(), &p, executor.CheckpointBounds{})
+	require.NoError(t, err)
 	agent := e.pod(p, "abx-x")
 	assert.Equal(t, []string{claimName("u1", "c1")}, claimsOf(agent), "the agent's pod never mounts the store")
 
 	q, err := e.place(context.Background(), "u2", "c2")
+	require.NoError(t, err)
+	_, err = e.ensureClaims(t.Context(), &q, executor.CheckpointBounds{})
 	require.NoError(t, err)
 	pod, err := e.checkpointPod(t.Context(), []plan{p, q})
 	require.NoError(t, err)
@@ -137,7 +141,7 @@ func TestCheckpointClaimSweptWithWorkspace(t *testing.T) {
 	e, f := newFake(t, Options{StorageClass: "local", Retention: 1, RetentionInterval: -1})
 	p, err := e.place(context.Background(), "u1", "c1")
 	require.NoError(t, err)
-	_, err = e.ensureClaims(t.Context(), p, executor.CheckpointBounds{})
+	_, err = e.ensureClaims(t.Context(), &p, executor.CheckpointBounds{})
 	require.NoError(t, err)
 	inv, err := e.Inventory(t.Context())
 	require.NoError(t, err)
@@ -182,7 +186,7 @@ func TestNewChatStartNeedsNoPod(t *testing.T) {
 
 	p, err := e.place(ctx, "u1", "c1")
 	require.NoError(t, err)
-	pending, err := e.ensureClaims(ctx, p, b)
+	pending, err := e.ensureClaims(ctx, &p, b)
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	assert.Equal(t, info.ID, pending[0].ID)
@@ -198,7 +202,7 @@ func TestNewChatStartNeedsNoPod(t *testing.T) {
 	c.Annotations[AnnotationPending] = "{"
 	_, err = claims.Update(ctx, c, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	_, err = e.ensureClaims(ctx, p, b)
+	_, err = e.ensureClaims(ctx, &p, b)
 	require.ErrorContains(t, err, "remove the annotation")
 }
 

@@ -50,6 +50,7 @@ type Executor struct {
 	// lastImage is the image of the last sandbox Create planned: every
 	// sandbox image carries the helper a checkpoint pod runs.
 	lastImage atomic.Pointer[string]
+	pool      *pool // nil without Options.Pool
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -105,6 +106,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 func newExecutor(o Options, cfg *rest.Config, cs kubernetes.Interface) *Executor {
 	e := &Executor{o: o, cfg: cfg, cs: cs, logger: o.Logger.Named("kubernetes").With("instance", o.InstanceID), leases: executor.NewLeases(), sandboxes: executor.NewRegistry[*Sandbox](), kick: make(chan struct{}, 1)}
 	e.bg, e.stopBG = context.WithCancel(context.Background())
+	e.pool = e.openPool()
 	return e
 }
 
@@ -145,7 +147,13 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 		return nil, err
 	}
 	sb.release = release
-	if err := e.sandboxes.Add(ctx, name, sb); err != nil {
+	err = e.sandboxes.Add(ctx, sb.name, sb)
+	if sb.begun != nil {
+		// An adopted pooled pod: registered as open (or closed) now.
+		sb.begun()
+		sb.begun = nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: chat %s/%s: %w", spec.UserID, spec.ChatID, err)
 	}
 	return sb, nil
@@ -156,8 +164,18 @@ func (e *Executor) create(ctx context.Context, p plan, name string) (*Sandbox, e
 	if err := e.removeChatPods(ctx, p.chat); err != nil {
 		return nil, err
 	}
+	var claim *corev1.PersistentVolumeClaim
 	if e.o.StorageClass != "" {
-		if err := e.ensureClaim(ctx, p); err != nil {
+		var err error
+		if claim, err = e.workspaceClaim(ctx, p.chat); err != nil {
+			return nil, err
+		}
+	}
+	if sb, ok := e.fromPool(ctx, p, claim); ok {
+		return sb, nil
+	}
+	if e.o.StorageClass != "" {
+		if err := e.ensureClaim(ctx, &p, claim); err != nil {
 			return nil, err
 		}
 	}
@@ -186,15 +204,45 @@ func (e *Executor) create(ctx context.Context, p plan, name string) (*Sandbox, e
 	return sb, nil
 }
 
-// ensureClaim creates the chat's workspace claim unless it exists.
-func (e *Executor) ensureClaim(ctx context.Context, p plan) error {
+// workspaceClaim finds the chat's workspace claim by its label, whatever
+// its name (claimName, or an adopted pooled pod's); nil when the chat has
+// none. Should there be two, the oldest is the chat's.
+func (e *Executor) workspaceClaim(ctx context.Context, chat string) (*corev1.PersistentVolumeClaim, error) {
 	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
 	defer cancel()
-	_, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Create(cctx, e.claim(p), metav1.CreateOptions{})
+	sel := LabelChat + "=" + chat + "," + LabelRole + "!=" + RoleCheckpoint
+	list, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).List(cctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, e.apiError("list the chat's workspace claims", err)
+	}
+	var c *corev1.PersistentVolumeClaim
+	for i := range list.Items {
+		it := &list.Items[i]
+		if it.Labels[LabelChat] != chat || isCheckpoint(it.Labels) {
+			continue // a selector the server (or a fake) did not apply
+		}
+		if c == nil || it.CreationTimestamp.Before(&c.CreationTimestamp) {
+			c = it
+		}
+	}
+	return c, nil
+}
+
+// ensureClaim sets p.claim to the chat's workspace claim c, creating it
+// (named claimName) when c is nil.
+func (e *Executor) ensureClaim(ctx context.Context, p *plan, c *corev1.PersistentVolumeClaim) error {
+	if c != nil {
+		p.claim = c.Name
+		return nil
+	}
+	p.claim = claimName(p.spec.UserID, p.spec.ChatID)
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	defer cancel()
+	_, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Create(cctx, e.claim(*p), metav1.CreateOptions{})
 	if err == nil || apierrors.IsAlreadyExists(err) {
 		return nil
 	}
-	return e.apiError("create workspace claim "+claimName(p.spec.UserID, p.spec.ChatID), err)
+	return e.apiError("create workspace claim "+p.claim, err)
 }
 
 // waitStarted returns once the pod's helper answers through the port
@@ -316,8 +364,17 @@ func (e *Executor) waitHelper(ctx context.Context, sb *Sandbox) error {
 		fmt.Errorf("the helper of pod %s did not answer on port %d within %v (Options.ReadyTimeout); see kubectl -n %s logs %s: %w", sb.name, HelperPort, e.o.ReadyTimeout, e.o.Namespace, sb.name, executor.ErrTimeout))
 	defer cancel()
 	// Every attempt before the helper listens is a port forward that the
-	// API server and the runtime log as failed: a few per start.
-	if err := sb.hc.WaitReadyEvery(ctx, 100*time.Millisecond); err != nil {
+	// API server and the runtime log as failed: a few per start. Until a
+	// port forward reaches the pod (its network namespace exists) they
+	// are 100 ms apart; from then on the helper listens within tens of
+	// milliseconds, and they are 10 ms apart.
+	pace := func() time.Duration {
+		if sb.pf.reached.Load() {
+			return 10 * time.Millisecond
+		}
+		return 100 * time.Millisecond
+	}
+	if err := sb.hc.WaitReadyPaced(ctx, pace); err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			return fmt.Errorf("kubernetes executor: %w (last error: %w)", cause, err)
 		}
@@ -483,6 +540,8 @@ func (e *Executor) Close() error {
 	if !e.sandboxes.Shut() {
 		return nil
 	}
+	// The pooled pods first: each holds a mark CloseAll waits for.
+	e.pool.close()
 	_, err := e.sandboxes.CloseAll(context.Background())
 	err = errors.Join(err, e.waitPodsGone(context.Background()))
 	e.stopBG()

@@ -32,6 +32,25 @@ type fakeCluster struct {
 	start   func(*corev1.Pod)
 }
 
+// bind binds the claims pod mounts, as the scheduler does when it places
+// the pod.
+func (f *fakeCluster) bind(pod *corev1.Pod) {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		c, err := f.cs.Tracker().Get(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+		if err != nil {
+			continue
+		}
+		pvc := c.(*corev1.PersistentVolumeClaim).DeepCopy()
+		if pvc.Spec.VolumeName == "" {
+			pvc.Spec.VolumeName, pvc.Status.Phase = "pv-"+pvc.Name, corev1.ClaimBound
+			_ = f.cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), pvc, pod.Namespace)
+		}
+	}
+}
+
 func newFake(t *testing.T, o Options) (*Executor, *fakeCluster) {
 	t.Helper()
 	o.Image = "img:1"
@@ -45,7 +64,15 @@ func newFake(t *testing.T, o Options) (*Executor, *fakeCluster) {
 	}
 	f.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		f.created.Add(1)
-		f.start(a.(k8stesting.CreateAction).GetObject().(*corev1.Pod))
+		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		f.start(pod)
+		f.bind(pod)
+		return false, nil, nil
+	})
+	// A new claim waits for its first pod, as on a WaitForFirstConsumer
+	// class.
+	f.cs.PrependReactor("create", "persistentvolumeclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		a.(k8stesting.CreateAction).GetObject().(*corev1.PersistentVolumeClaim).Status.Phase = corev1.ClaimPending
 		return false, nil, nil
 	})
 	e := newExecutor(o, &rest.Config{Host: "https://fake"}, f.cs)

@@ -61,6 +61,8 @@ const (
 	// workspace unused for a week goes, swept hourly.
 	DefaultRetention         = executor.DefaultRetention
 	DefaultRetentionInterval = executor.DefaultRetentionInterval
+	// DefaultPoolIdle is how long a pooled pod waits unused.
+	DefaultPoolIdle = executor.DefaultPoolIdle
 )
 
 // Options configures an Executor. Namespace and Image have defaults; a
@@ -159,6 +161,14 @@ type Options struct {
 	// too, and at once after a lease is taken over from a holder that
 	// stopped renewing it); negative turns the reconciler off.
 	ReconcileInterval time.Duration
+	// Pool is how many started pods to keep ready, per sandbox
+	// configuration, for the first request of new chats (each with a claim
+	// of its own when StorageClass is set); 0 turns the pool off. See
+	// pool.go.
+	Pool int
+	// PoolIdle is how long a pooled pod waits unused before it is removed;
+	// 0 means DefaultPoolIdle.
+	PoolIdle time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -246,6 +256,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ReconcileInterval == 0 {
 		o.ReconcileInterval = DefaultReconcileInterval
 	}
+	idle, err := executor.PoolIdle(o.Pool, o.PoolIdle)
+	if err != nil {
+		return o, fmt.Errorf("kubernetes executor: %w", err)
+	}
+	o.PoolIdle = idle
 	return o, nil
 }
 

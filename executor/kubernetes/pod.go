@@ -50,7 +50,9 @@ func chatKey(user, chat string) string {
 	return hex.EncodeToString(h[:12])
 }
 
-// claimName is the workspace PersistentVolumeClaim of a chat.
+// claimName is the name of the workspace claim this package makes for a
+// chat; a chat that adopted a pooled pod has that pod's claim instead
+// (workspaceClaim finds either by its label).
 func claimName(user, chat string) string { return "abx-ws-" + chatKey(user, chat) }
 
 // plan is a validated Spec with the Options' defaults applied.
@@ -59,6 +61,10 @@ type plan struct {
 	image    string
 	deadline time.Time
 	chat     string // chatKey
+	// claim is the chat's workspace claim (with Options.StorageClass), set
+	// once it is found or made: claimName for a claim this package made
+	// for the chat, a pooled pod's own for one it adopted.
+	claim string
 }
 
 // plan is executor.Normalize with the Options' defaults (image, user,
@@ -134,7 +140,7 @@ func (e *Executor) pod(p plan, name string) *corev1.Pod {
 	}
 	ws := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(p.spec.DiskBytes, resource.BinarySI)}}
 	if o.StorageClass != "" {
-		ws = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(p.spec.UserID, p.spec.ChatID)}}
+		ws = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.claim}}
 	}
 	mem := func(limit *resource.Quantity) corev1.VolumeSource {
 		return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: limit}}
@@ -230,12 +236,12 @@ func (e *Executor) pod(p plan, name string) *corev1.Pod {
 	return pod
 }
 
-// claim builds a chat's workspace PersistentVolumeClaim.
+// claim builds a chat's workspace PersistentVolumeClaim, named p.claim.
 func (e *Executor) claim(p plan) *corev1.PersistentVolumeClaim {
 	sc := e.o.StorageClass
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      claimName(p.spec.UserID, p.spec.ChatID),
+			Name:      p.claim,
 			Namespace: e.o.Namespace,
 			Labels:    map[string]string{LabelManagedBy: managedBy, LabelChat: p.chat},
 			Annotations: map[string]string{

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,9 @@ type portForward struct {
 	mu     sync.Mutex
 	conn   httpstream.Connection
 	nextID int
+	// reached is set once a port-forward connection was made: the pod's
+	// network namespace exists, its container is starting or runs.
+	reached atomic.Bool
 }
 
 // DialPort opens a connection to 127.0.0.1:port inside the pod through the
@@ -176,6 +180,7 @@ func (s *Sandbox) pfConn(ctx context.Context) (httpstream.Connection, int, error
 			return nil, 0, err
 		}
 		s.pf.conn = conn
+		s.pf.reached.Store(true)
 	}
 	s.pf.nextID++
 	return s.pf.conn, s.pf.nextID, nil

@@ -24,6 +24,15 @@ func (e *Executor) start(ctx context.Context) error {
 		return err
 	}
 	e.instance = h
+	own := e.instanceHash()
+	if n, err := e.sweepPool(ctx, func(hash string) bool { return hash != own }); err != nil {
+		e.logger.Warn("cannot remove the pooled pods this instance left when it ran before", "error", err)
+	} else if n > 0 {
+		e.logger.Info("removed the pooled pods and claims this instance left when it ran before", "objects", n)
+	}
+	if e.pool != nil {
+		e.wg.Go(func() { every(e.bg, min(e.o.PoolIdle/2, time.Minute), func() bool { e.pool.Expire(); return true }) })
+	}
 	if e.o.ReconcileInterval > 0 {
 		e.wg.Go(func() { e.reconcileLoop(e.bg) })
 	}
@@ -116,6 +125,10 @@ func (e *Executor) Reconcile(ctx context.Context) (int, error) {
 		e.logger.Warn("removed the pod of a dead gateway instance", "pod", pod.Name, "instance", pod.Annotations[AnnotationInstance], "user", pod.Annotations[AnnotationUser], "chat", pod.Annotations[AnnotationChat])
 		n++
 	}
+	// A dead instance's pooled claims (its pooled pods went above).
+	pooled, err := e.sweepPool(ctx, func(hash string) bool { return live[hash] })
+	n += pooled
+	errs = append(errs, err)
 	for _, l := range stale {
 		// Only the version seen expired: a lease renewed or taken over
 		// since then stays.

@@ -22,7 +22,7 @@ const AnnotationLastUsed = "agentbox.io/last-used"
 // touchClaim records on the chat's claim that a sandbox on it closed now.
 // A failure only delays the claim's retention, so it is logged.
 func (e *Executor) touchClaim(ctx context.Context, p plan) {
-	if e.o.StorageClass == "" {
+	if p.claim == "" {
 		return
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
@@ -30,7 +30,7 @@ func (e *Executor) touchClaim(ctx context.Context, p plan) {
 	}}})
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.CallTimeout)
 	defer cancel()
-	name := claimName(p.spec.UserID, p.spec.ChatID)
+	name := p.claim
 	if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		e.logger.Warn("could not record the workspace's last use; its retention starts from an earlier time", "claim", name, "error", e.apiError("patch claim", err))
 	}

@@ -24,6 +24,10 @@ type Sandbox struct {
 	quotaStop context.CancelFunc
 	quotaDone chan struct{}
 
+	// begun, for a pooled pod just adopted, ends its pool entry's mark in
+	// the executor's registry once Create registered it as the chat's.
+	begun func()
+
 	// relMu guards release (the chat's leases; nil while parked) and
 	// parked.
 	relMu   sync.Mutex
@@ -126,6 +130,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		s.closeErr = s.e.beginDelete(context.WithoutCancel(ctx), s.name)
 		s.e.touchClaim(ctx, s.plan)
 		s.e.sandboxes.Forget(s.name)
+		s.e.pool.refill(s.plan)
 		s.relMu.Lock()
 		if s.release != nil {
 			s.release(ctx)

@@ -37,6 +37,7 @@ func (s *Sandbox) Park() error {
 	}
 	s.e.touchClaim(context.Background(), s.plan)
 	s.parked = true
+	s.e.pool.refill(s.plan)
 	return nil
 }
 

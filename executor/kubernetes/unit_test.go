@@ -26,6 +26,7 @@ func TestPodSpecBaseline(t *testing.T) {
 	e := unitExecutor(t, Options{Image: "img:1", RuntimeClassName: "nonet", StorageClass: "local"})
 	p, err := e.plan(executor.Spec{UserID: "u1", ChatID: "c1", MemoryBytes: 256 << 20, CPUs: 0.5, Env: []string{"A=b=c"}, Timeout: time.Minute}, time.Unix(0, 0))
 	require.NoError(t, err)
+	p.claim = "abx-pool-ws-1" // an adopted pooled pod's, found by label
 	pod := e.pod(p, "abx-x")
 	s := pod.Spec
 	require.Len(t, s.Containers, 1)
@@ -47,7 +48,7 @@ func TestPodSpecBaseline(t *testing.T) {
 	assert.Equal(t, ImageHelperPath, c.Command[0])
 	assert.Contains(t, c.Command, "--deadline")
 	assert.Contains(t, c.Env, corev1.EnvVar{Name: "A", Value: "b=c"})
-	assert.Equal(t, claimName("u1", "c1"), s.Volumes[0].PersistentVolumeClaim.ClaimName)
+	assert.Equal(t, "abx-pool-ws-1", s.Volumes[0].PersistentVolumeClaim.ClaimName, "the plan's claim, whatever its name")
 	assert.Equal(t, p.chat, pod.Labels[LabelChat])
 }
 
@@ -112,6 +113,10 @@ func TestOptionsRefuse(t *testing.T) {
 		"egress port":              {EgressPort: HelperPort},
 		"egress=model":             {ModelPort: 7100, EgressPort: 7100},
 		"retention without claims": {Retention: time.Hour},
+		"negative pool":            {Pool: -1},
+		"pool too large":           {Pool: executor.MaxPool + 1},
+		"pool idle too short":      {Pool: 1, PoolIdle: time.Millisecond},
+		"pool idle without a pool": {PoolIdle: time.Minute},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := o.withDefaults()
