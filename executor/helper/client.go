@@ -178,6 +178,9 @@ func (c *Client) WaitReadyPaced(ctx context.Context, every func() time.Duration)
 		if errors.As(err, &verr) {
 			return err
 		}
+		// The pace is read after the attempt: one that learned the
+		// helper is near shortens the wait after it, not the one after.
+		backoff = max(min(backoff, every()), time.Millisecond)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -185,7 +188,7 @@ func (c *Client) WaitReadyPaced(ctx context.Context, every func() time.Duration)
 			return fmt.Errorf("helper: not ready at %s: %w (last error: %w)", c.sock, ctx.Err(), err)
 		case <-t.C:
 		}
-		backoff = max(min(backoff*2, every()), time.Millisecond)
+		backoff *= 2
 	}
 }
 
