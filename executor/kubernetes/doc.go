@@ -48,6 +48,12 @@
 // takes, restores and forks run in checkpoint pods of their own
 // (checkpoints.go), and retention removes that claim with the workspace's.
 //
+// The pool (Options.Pool; pool.go): started pods, each over a claim of its
+// own that the scheduler bound when it placed the pod, kept for the first
+// request of new chats, which adopt one (its labels patched to the chat's)
+// instead of waiting seconds for a pod to start; so a chat's workspace
+// claim is found by its label, not its name.
+//
 // It is the only package of the module that imports client-go.
 //
 // Replicas: gateways that share a namespace coordinate through Lease
@@ -61,7 +67,7 @@
 // clocks within ClockSkew.
 //
 // The gateway's account needs, in its namespace only: pods (create, get,
-// list, watch, delete), pods/portforward (create, get), pods/exec (create,
+// list, watch, patch: adopting a pooled pod, delete), pods/portforward (create, get), pods/exec (create,
 // get; the API-server exec path), persistentvolumeclaims (create, get,
 // list, patch and delete: last use, retention, the checkpoints' list) and
 // leases in coordination.k8s.io (create, get, list, update, delete).
