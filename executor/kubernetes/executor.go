@@ -171,8 +171,15 @@ func (e *Executor) create(ctx context.Context, p plan, name string) (*Sandbox, e
 			return nil, err
 		}
 	}
-	if sb, ok := e.fromPool(ctx, p, claim); ok {
+	if sb, tried := e.fromPool(ctx, p, claim); sb != nil {
 		return sb, nil
+	} else if tried && e.o.StorageClass != "" {
+		// A failed adoption may have deleted the chat's unbound claim or
+		// made the pooled one the chat's.
+		var err error
+		if claim, err = e.workspaceClaim(ctx, p.chat); err != nil {
+			return nil, err
+		}
 	}
 	if e.o.StorageClass != "" {
 		if err := e.ensureClaim(ctx, &p, claim); err != nil {

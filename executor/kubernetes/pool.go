@@ -100,9 +100,10 @@ func unbound(c *corev1.PersistentVolumeClaim) bool {
 
 // fromPool returns a pooled pod adopted for p's chat, when the pool has
 // one of p's configuration and the chat is new (its workspace claim ws is
-// nil or unbound). ok is false when it has none or the adoption failed
-// (then the request starts a pod of its own, as without a pool).
-func (e *Executor) fromPool(ctx context.Context, p plan, ws *corev1.PersistentVolumeClaim) (*Sandbox, bool) {
+// nil or unbound). Without one it returns nil; tried reports an adoption
+// that failed (the request then starts a pod of its own, as without a
+// pool, over whichever claim the chat has now).
+func (e *Executor) fromPool(ctx context.Context, p plan, ws *corev1.PersistentVolumeClaim) (sb *Sandbox, tried bool) {
 	if e.pool == nil || (ws != nil && !unbound(ws)) {
 		return nil, false
 	}
@@ -113,7 +114,7 @@ func (e *Executor) fromPool(ctx context.Context, p plan, ws *corev1.PersistentVo
 	sb, err := e.pool.adopt(ctx, ent, p, ws)
 	if err != nil {
 		e.logger.Warn("a pooled pod could not take the chat; starting a pod of its own", "pod", ent.sb.name, "user", p.spec.UserID, "chat", p.spec.ChatID, "error", err)
-		return nil, false
+		return nil, true
 	}
 	return sb, true
 }

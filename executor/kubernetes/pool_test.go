@@ -2,13 +2,18 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/agentbox/agentbox/executor"
 )
@@ -216,4 +221,36 @@ func TestPoolKey(t *testing.T) {
 		s.UserID, s.ChatID = "u", "a"
 		assert.NotEqual(t, k, poolKey(plan(s)), name)
 	}
+}
+
+// TestFakePoolAdoptionRefused: an account that may not patch pods (a role
+// without the verb) gets no pooled pod, but its request is served by a
+// pod of its own over the chat's one claim (the pooled claim, already
+// the chat's when the pod's patch failed), and the pooled pod is removed.
+func TestFakePoolAdoptionRefused(t *testing.T) {
+	e, f := newFake(t, Options{StorageClass: "local", Pool: 1})
+	ctx := t.Context()
+	sb, err := e.Create(ctx, executor.Spec{UserID: "u", ChatID: "a"})
+	require.NoError(t, err)
+	require.NoError(t, sb.Close(ctx))
+	waitPool(t, e, 1)
+	f.cs.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "x", errors.New("no patch verb"))
+	})
+	_, ok, err := e.takeEmpty(ctx, "u", "b", "start", executor.CheckpointBounds{})
+	require.NoError(t, err)
+	require.True(t, ok, "the chat's unbound claim, which the adoption deletes")
+	sb, err = e.Create(ctx, executor.Spec{UserID: "u", ChatID: "b"})
+	require.NoError(t, err, "served without the pool")
+	assert.False(t, strings.HasPrefix(sb.ID(), poolPrefix))
+	list, err := f.cs.CoreV1().PersistentVolumeClaims("ns").List(ctx, metav1.ListOptions{LabelSelector: LabelChat + "=" + chatKey("u", "b") + "," + LabelRole + "!=" + RoleCheckpoint})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1, "one workspace claim")
+	pod, err := f.cs.CoreV1().Pods("ns").Get(ctx, sb.ID(), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, list.Items[0].Name, pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName, "its pod mounts it")
+	pooled, err := f.cs.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{LabelSelector: LabelPool})
+	require.NoError(t, err)
+	assert.Empty(t, pooled.Items, "the pooled pod is removed")
+	require.NoError(t, sb.Close(ctx))
 }
