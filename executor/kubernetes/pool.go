@@ -149,21 +149,24 @@ func (pl *pool) adopt(ctx context.Context, ent *poolEntry, p plan, ws *corev1.Pe
 			return nil, e.apiError("delete the chat's unbound claim "+ws.Name, err)
 		}
 	}
-	owner := map[string]any{
-		"labels":      map[string]any{LabelChat: p.chat, LabelPool: nil, LabelInstance: nil},
-		"annotations": map[string]any{AnnotationUser: p.spec.UserID, AnnotationChat: p.spec.ChatID},
+	// A merge patch of metadata; nil removes a label.
+	patch := func(labels, annotations map[string]any) []byte {
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels, "annotations": annotations}})
+		return b
 	}
 	if sb.plan.claim != "" {
-		patch, _ := json.Marshal(map[string]any{"metadata": owner})
-		if _, err := claims.Patch(cctx, sb.plan.claim, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		// The chat's claim now, no instance's.
+		body := patch(map[string]any{LabelChat: p.chat, LabelPool: nil, LabelInstance: nil},
+			map[string]any{AnnotationUser: p.spec.UserID, AnnotationChat: p.spec.ChatID})
+		if _, err := claims.Patch(cctx, sb.plan.claim, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
 			return nil, e.apiError("take the pooled claim "+sb.plan.claim, err)
 		}
 		relabelled = true
 	}
-	owner["labels"] = map[string]any{LabelChat: p.chat, LabelPool: nil}
-	owner["annotations"].(map[string]any)[AnnotationImage] = p.spec.ConfigHash
-	patch, _ := json.Marshal(map[string]any{"metadata": owner})
-	if _, err := e.cs.CoreV1().Pods(e.o.Namespace).Patch(cctx, sb.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	// The chat's pod, still this instance's.
+	body := patch(map[string]any{LabelChat: p.chat, LabelPool: nil},
+		map[string]any{AnnotationUser: p.spec.UserID, AnnotationChat: p.spec.ChatID, AnnotationImage: p.spec.ConfigHash})
+	if _, err := e.cs.CoreV1().Pods(e.o.Namespace).Patch(cctx, sb.name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
 		return nil, e.apiError("take the pooled pod "+sb.name, err)
 	}
 	p.claim, p.deadline = sb.plan.claim, sb.plan.deadline
@@ -208,7 +211,7 @@ func (pl *pool) start(p plan, key string) (_ *poolEntry, err error) {
 	defer func() {
 		if err != nil {
 			sb.closePF()
-			pl.remove(sb, true)
+			pl.remove(sb)
 			done()
 		}
 	}()
@@ -246,15 +249,15 @@ func (pl *pool) start(p plan, key string) (_ *poolEntry, err error) {
 	return &poolEntry{sb: sb, done: done, started: created}, nil
 }
 
-// remove deletes a pooled pod and, when withClaim, its claim (which the
-// API server keeps until the pod is gone).
-func (pl *pool) remove(sb *Sandbox, withClaim bool) {
+// remove deletes a pooled pod and its claim, if any (which the API
+// server keeps until the pod is gone).
+func (pl *pool) remove(sb *Sandbox) {
 	e := pl.e
 	ctx := context.Background()
 	if err := e.beginDelete(ctx, sb.name); err != nil {
 		e.logger.Warn("cannot remove a pooled pod; the reconciler removes it when this instance is gone", "pod", sb.name, "error", err)
 	}
-	if !withClaim || sb.plan.claim == "" {
+	if sb.plan.claim == "" {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
@@ -279,7 +282,7 @@ func (pl *pool) dropAfter(ent *poolEntry, adopted bool, why string) {
 			pl.e.logger.Warn("cannot remove a pooled pod", "pod", ent.sb.name, "error", err)
 		}
 	} else {
-		pl.remove(ent.sb, true)
+		pl.remove(ent.sb)
 	}
 	ent.done()
 	pl.e.logger.Debug("pooled pod removed", "pod", ent.sb.name, "reason", why)
@@ -300,17 +303,19 @@ func (pl *pool) size() int {
 	return pl.Size()
 }
 
+// poolSelector lists the pooled pods and claims, not yet any chat's.
+var poolSelector = metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy + "," + LabelPool}
+
 // sweepPool removes the pooled pods and claims of instances that are not
-// live (live holds the LabelInstance hashes of live ones): at New, those
-// this instance left when it ran before under the same InstanceID too.
-// It returns how many objects it deleted.
+// live (live tells a LabelInstance hash of a live one): at New, those this
+// instance left when it ran before under the same InstanceID. It returns
+// how many objects it deleted.
 func (e *Executor) sweepPool(ctx context.Context, live func(hash string) bool) (int, error) {
 	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
 	defer cancel()
-	sel := metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy + "," + LabelPool}
 	n := 0
 	var errs []error
-	pods, err := e.cs.CoreV1().Pods(e.o.Namespace).List(cctx, sel)
+	pods, err := e.cs.CoreV1().Pods(e.o.Namespace).List(cctx, poolSelector)
 	if err != nil {
 		return 0, e.apiError("list pooled pods", err)
 	}
@@ -324,10 +329,22 @@ func (e *Executor) sweepPool(ctx context.Context, live func(hash string) bool) (
 		}
 		n++
 	}
-	claims, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).List(cctx, sel)
+	m, err := e.sweepPooledClaims(ctx, live)
+	return n + m, errors.Join(append(errs, err)...)
+}
+
+// sweepPooledClaims removes the pooled claims, no chat's yet, of instances
+// that are not live. The reconciler runs it alone: its own pass removes a
+// dead instance's pods, pooled ones among them.
+func (e *Executor) sweepPooledClaims(ctx context.Context, live func(hash string) bool) (int, error) {
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	defer cancel()
+	claims, err := e.cs.CoreV1().PersistentVolumeClaims(e.o.Namespace).List(cctx, poolSelector)
 	if err != nil {
-		return n, errors.Join(append(errs, e.apiError("list pooled claims", err))...)
+		return 0, e.apiError("list pooled claims", err)
 	}
+	n := 0
+	var errs []error
 	for _, c := range claims.Items {
 		if c.DeletionTimestamp != nil || live(c.Labels[LabelInstance]) || c.Labels[LabelChat] != "" {
 			continue

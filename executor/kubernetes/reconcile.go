@@ -126,7 +126,7 @@ func (e *Executor) Reconcile(ctx context.Context) (int, error) {
 		n++
 	}
 	// A dead instance's pooled claims (its pooled pods went above).
-	pooled, err := e.sweepPool(ctx, func(hash string) bool { return live[hash] })
+	pooled, err := e.sweepPooledClaims(ctx, func(hash string) bool { return live[hash] })
 	n += pooled
 	errs = append(errs, err)
 	for _, l := range stale {
