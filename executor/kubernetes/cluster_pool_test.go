@@ -19,7 +19,8 @@ import (
 // scheduler bound then; the unbound claim the chat's start checkpoint made
 // gives way to it. The adopted claim stays the chat's workspace: a
 // follow-up sandbox (a pod of its own) sees the first one's files, and the
-// checkpoint pods mount it. Close leaves no pooled pod or claim.
+// checkpoint pods mount it; another new chat's pooled pod is a fresh one
+// (nothing of the first agent's). Close leaves no pooled pod or claim.
 func TestClusterPool(t *testing.T) {
 	e := clusterExecutor(t, Options{StorageClass: clusterStorageClass(), Pool: 1})
 	ctx := t.Context()
@@ -62,6 +63,17 @@ func TestClusterPool(t *testing.T) {
 	out, _ := run(t, sb, "cat", "a.txt")
 	assert.Equal(t, "v1\n", out, "over the chat's claim")
 	require.NoError(t, sb.Close(ctx))
+
+	// Another new chat gets another pooled pod, a fresh one: nothing the
+	// first chat's agent wrote reaches it.
+	waitPool(t, e, 1)
+	other, err := e.Create(ctx, executor.Spec{UserID: "u2", ChatID: "new-" + strings.ToLower(randomID()[:8])})
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(other.ID(), poolPrefix), "a pooled pod")
+	assert.NotEqual(t, pooled.Items[0].Name, other.ID())
+	out, _ = run(t, other, "sh", "-c", "ls -A /workspace; ls /tmp")
+	assert.Empty(t, strings.TrimSpace(out), "an empty workspace and /tmp")
+	require.NoError(t, other.Close(ctx))
 
 	_, err = e.RestoreCheckpoint(ctx, spec.UserID, spec.ChatID, start.ID)
 	require.NoError(t, err)
