@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -18,8 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbox/agentbox/claude"
 	"github.com/agentbox/agentbox/executor"
 	"github.com/agentbox/agentbox/executor/docker"
 	"github.com/agentbox/agentbox/internal/testkit/cpuprobe"
@@ -158,7 +161,13 @@ func BenchmarkConcurrentChats(b *testing.B) {
 // scripted model; the docker CLI; dockerd, containerd, the shims and runc
 // calls of the request's containers; the processes inside them), from the
 // request until its teardown is done (cpuprobe; teardown-cpu-ms is the
-// part after the response), and logs the median per process group. (middleware's BenchmarkSessionTurn reports a warm turn's.)
+// part after the response), and logs the median per process group.
+// (middleware's BenchmarkSessionTurn reports a warm turn's.) A second
+// baseline runs the runner's own invocation bare (runner-run-*: the
+// flags, environment and stdin the gateway gives the CLI, without the
+// gateway's tools), so gateway/runner-run-cpu compares the same CLI work;
+// *-around-cpu-ms is each one's CPU beyond the CLI's own process, which
+// the CLI's run-to-run spread (±50 ms) does not blur.
 func BenchmarkColdPath(b *testing.B) {
 	g, data := startGateway(b)
 	var poolData string
@@ -171,9 +180,11 @@ func BenchmarkColdPath(b *testing.B) {
 	defer hostModel.Close()
 	bare := newBareRun(b, g)
 	defer bare.model.Close()
+	same := newRunnerBareRun(b, g)
+	defer same.model.Close()
 	cliArgs, env := bare.cliArgs, bareEnv
-	var gw, agent, dockerRun, host, pooled, pooledStart []time.Duration
-	var gwCPU, gwReqCPU, gwDownCPU, bareCPU, hostCPU, pooledCPU []cpuprobe.Report
+	var gw, agent, dockerRun, sameRun, host, pooled, pooledStart []time.Duration
+	var gwCPU, gwReqCPU, gwDownCPU, bareCPU, sameCPU, hostCPU, pooledCPU []cpuprobe.Report
 	for i := 0; b.Loop(); i++ {
 		if i == 0 {
 			// The pool fills after the first request of its configuration.
@@ -207,6 +218,8 @@ func BenchmarkColdPath(b *testing.B) {
 		var d time.Duration
 		bareCPU = append(bareCPU, measureCPU(b, bare.owns, func() { d = bare.run(b) }))
 		dockerRun = append(dockerRun, d)
+		sameCPU = append(sameCPU, measureCPU(b, same.owns, func() { d = same.run(b) }))
+		sameRun = append(sameRun, d)
 
 		home := b.TempDir()
 		cmd := exec.Command(claudeBin, cliArgs...)
@@ -228,16 +241,23 @@ func BenchmarkColdPath(b *testing.B) {
 	b.ReportMetric(med(gw), "gateway-ms")
 	b.ReportMetric(med(agent), "agent-phase-ms")
 	b.ReportMetric(med(dockerRun), "docker-run-ms")
+	b.ReportMetric(med(sameRun), "runner-run-ms")
 	b.ReportMetric(med(host), "host-cli-ms")
 	b.ReportMetric(med(pooled), "pooled-ms")
 	b.ReportMetric(med(pooledStart), "pooled-start-ms")
 	b.ReportMetric(med(pooled)/med(gw), "pooled/cold")
 	b.ReportMetric(med(gw)/med(dockerRun), "gateway/docker-run")
 	b.ReportMetric(med(agent)/med(host), "agent/host-cli")
-	b.Logf("gateway %v, agent phase %v, docker run %v, host CLI %v, pooled %v (start %v)", gw, agent, dockerRun, host, pooled, pooledStart)
-	gwMs, bareMs := cpuMedian(gwCPU), cpuMedian(bareCPU)
+	b.Logf("gateway %v, agent phase %v, docker run %v, docker run with the runner's flags %v, host CLI %v, pooled %v (start %v)",
+		gw, agent, dockerRun, sameRun, host, pooled, pooledStart)
+	gwMs, bareMs, sameMs := cpuMedian(gwCPU), cpuMedian(bareCPU), cpuMedian(sameCPU)
 	b.ReportMetric(gwMs, "gateway-cpu-ms")
 	b.ReportMetric(bareMs, "docker-run-cpu-ms")
+	b.ReportMetric(sameMs, "runner-run-cpu-ms")
+	b.ReportMetric(gwMs/sameMs, "gateway/runner-run-cpu")
+	b.ReportMetric(cpuMedianOf(gwCPU, aroundAgent), "gateway-around-cpu-ms")
+	b.ReportMetric(cpuMedianOf(bareCPU, aroundAgent), "docker-run-around-cpu-ms")
+	b.ReportMetric(cpuMedianOf(sameCPU, aroundAgent), "runner-run-around-cpu-ms")
 	b.ReportMetric(cpuMedian(pooledCPU), "pooled-cpu-ms")
 	b.ReportMetric(cpuMedian(gwDownCPU), "teardown-cpu-ms")
 	b.ReportMetric(cpuMedian(hostCPU), "host-cli-cpu-ms")
@@ -245,7 +265,7 @@ func BenchmarkColdPath(b *testing.B) {
 	for _, r := range []struct {
 		name string
 		rs   []cpuprobe.Report
-	}{{"gateway cold", gwCPU}, {"gateway cold, until the response", gwReqCPU}, {"gateway cold, teardown", gwDownCPU}, {"docker run", bareCPU}, {"pooled", pooledCPU}, {"host CLI", hostCPU}} {
+	}{{"gateway cold", gwCPU}, {"gateway cold, until the response", gwReqCPU}, {"gateway cold, teardown", gwDownCPU}, {"docker run", bareCPU}, {"docker run, the runner's flags", sameCPU}, {"pooled", pooledCPU}, {"host CLI", hostCPU}} {
 		b.Logf("CPU ms, median per group, %s: %s", r.name, cpuTable(r.rs))
 		b.Logf("CPU ms, mean per command, %s: %s", r.name, cpuCommands(r.rs))
 	}
@@ -256,27 +276,63 @@ func bareEnv(url string) []string {
 	return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=bench", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
 }
 
-// bareRun is the baseline: the demo's CLI and flags by `docker run --rm`
-// of the gateway's image with the same CPU and memory limits, against a
-// scripted model of its own, in containers labelled for cpuprobe.
+// bareRun is the baseline: the demo's CLI by `docker run --rm` of the
+// gateway's image with the same CPU and memory limits, against a scripted
+// model of its own, in containers labelled for cpuprobe.
 type bareRun struct {
-	model   *scriptedapi.Server
+	model *scriptedapi.Server
+	// entry and cliArgs are the command, env its environment and stdin
+	// its input.
+	entry   string
 	cliArgs []string
-	label   string
-	owns    func(map[string]string) bool
+	env     []string
+	stdin   []byte
+	// home, when set, is HOME on a tmpfs, as the gateway's sandboxes have
+	// it; else HOME is /tmp.
+	home  string
+	label string
+	owns  func(map[string]string) bool
 }
 
-// newBareRun prepares the baseline for gateway g's demo assistant.
+// newBareRun prepares the baseline for gateway g's demo assistant: the
+// flags a user would give the CLI by hand for the demo's prompt.
 func newBareRun(b *testing.B, g *Gateway) *bareRun {
-	label := "agentbox-bench-bare=" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	k, v, _ := strings.Cut(label, "=")
-	return &bareRun{
-		model: scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(executor.ContainerWorkdir))),
+	model := scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(executor.ContainerWorkdir)))
+	return labelBareRun(&bareRun{
+		model: model,
+		entry: "claude",
 		cliArgs: []string{"-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--max-turns", "10",
 			"--model", g.Config.Assistants[demoAssistant].Connector.Model, demoPrompt},
-		label: label,
-		owns:  func(l map[string]string) bool { return l[k] == v },
-	}
+		env: append(bareEnv(model.URL), "HOME=/tmp"),
+	})
+}
+
+// newRunnerBareRun prepares the baseline with the runner's own
+// invocation for the demo assistant's new chat (the flags, environment
+// and stdin the gateway gives the CLI: streamed input, partial messages,
+// a kept session, the assistant's system prompt), without the gateway's
+// tools, whose MCP server needs the gateway. What the gateway costs
+// beyond it is the sandbox's and the tools', not the CLI doing more.
+func newRunnerBareRun(b *testing.B, g *Gateway) *bareRun {
+	a := g.Config.Assistants[demoAssistant]
+	require.NotNil(b, a, "the example's claude assistant")
+	model := scriptedapi.Start(scriptedapi.WithScript(scriptedapi.Demo(executor.ContainerWorkdir)))
+	inv, err := claude.New().Invocation(executor.RunRequest{
+		Workdir: executor.ContainerWorkdir, Home: docker.DefaultHome, ModelBaseURL: model.URL, APIKey: "bench",
+		Model: a.Connector.Model, Arguments: a.Sandbox.Arguments, SystemPrompt: a.SystemPrompt(), CPUs: executor.DefaultCPUs,
+		SessionID: uuid.NewString(), Messages: []executor.Message{{Role: "user", Content: demoPrompt}},
+	})
+	require.NoError(b, err)
+	require.Empty(b, inv.Files, "the demo's system prompt fits an argument")
+	return labelBareRun(&bareRun{model: model, entry: inv.Args[0], cliArgs: inv.Args[1:], env: inv.Env, stdin: inv.Stdin, home: docker.DefaultHome})
+}
+
+// labelBareRun gives r a label of its own for cpuprobe.
+func labelBareRun(r *bareRun) *bareRun {
+	r.label = "agentbox-bench-bare=" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	k, v, _ := strings.Cut(r.label, "=")
+	r.owns = func(l map[string]string) bool { return l[k] == v }
+	return r
 }
 
 // run runs the CLI once, in a new workspace, and returns its wall time.
@@ -284,13 +340,23 @@ func (r *bareRun) run(b *testing.B) time.Duration {
 	ws := b.TempDir()
 	require.NoError(b, os.Chmod(ws, 0o777))
 	args := []string{"run", "--rm", "--label", r.label, "--network", "host", "--cpus", "1", "--memory", "1g", "-u", "1000:1000",
-		"-v", ws + ":" + executor.ContainerWorkdir, "-w", executor.ContainerWorkdir, "-e", "HOME=/tmp", "--entrypoint", "claude"}
-	for _, kv := range bareEnv(r.model.URL) {
+		"-v", ws + ":" + executor.ContainerWorkdir, "-w", executor.ContainerWorkdir, "--entrypoint", r.entry}
+	if r.stdin != nil {
+		args = append(args, "-i")
+	}
+	if r.home != "" {
+		args = append(args, "--tmpfs", r.home+":uid=1000,gid=1000,mode=0700")
+	}
+	for _, kv := range r.env {
 		args = append(args, "-e", kv)
 	}
 	args = append(append(args, "agentbox/sandbox-claude:latest"), r.cliArgs...)
+	cmd := exec.Command("docker", args...)
+	if r.stdin != nil {
+		cmd.Stdin = bytes.NewReader(r.stdin)
+	}
 	t0 := time.Now()
-	out, err := exec.Command("docker", args...).CombinedOutput()
+	out, err := cmd.CombinedOutput()
 	d := time.Since(t0)
 	require.NoError(b, err, "%s", out)
 	require.Contains(b, string(out), `"subtype":"success"`)
@@ -329,9 +395,29 @@ func measureCPU(b *testing.B, owns func(map[string]string) bool, f func()) cpupr
 
 // cpuMedian is the median total CPU of the reports, in milliseconds.
 func cpuMedian(rs []cpuprobe.Report) float64 {
+	return cpuMedianOf(rs, cpuprobe.Report.Total)
+}
+
+// agentCommand is the agent CLI's process in a report: everything else
+// is what runs around it.
+const agentCommand = cpuprobe.GroupContainer + "/claude"
+
+// aroundAgent is a report's CPU beyond the agent CLI's own process (its
+// reaped children stay in): what the sandbox, the gateway or the docker
+// CLI cost around the same agent. In a `docker run` the CLI is the
+// container's first process, so runc's set-up before it execs the CLI
+// (about 22 ms) counts as the CLI's; in the gateway's container it counts
+// as docker-init's, so the gateway's figure carries it and the bare one
+// does not.
+func aroundAgent(r cpuprobe.Report) time.Duration {
+	return r.Total() - r.Commands[agentCommand]
+}
+
+// cpuMedianOf is the median of f over the reports, in milliseconds.
+func cpuMedianOf(rs []cpuprobe.Report, f func(cpuprobe.Report) time.Duration) float64 {
 	t := make([]time.Duration, len(rs))
 	for i, r := range rs {
-		t[i] = r.Total()
+		t[i] = f(r)
 	}
 	slices.Sort(t)
 	return float64(t[len(t)/2]) / float64(time.Millisecond)
@@ -358,14 +444,7 @@ func cpuCommands(rs []cpuprobe.Report) string {
 // cpuTable prints the median CPU of each group over the reports, the
 // median total and the median machine CPU (everything on the machine).
 func cpuTable(rs []cpuprobe.Report) string {
-	med := func(f func(cpuprobe.Report) time.Duration) int64 {
-		t := make([]time.Duration, len(rs))
-		for i, r := range rs {
-			t[i] = f(r)
-		}
-		slices.Sort(t)
-		return t[len(t)/2].Milliseconds()
-	}
+	med := func(f func(cpuprobe.Report) time.Duration) int64 { return int64(cpuMedianOf(rs, f)) }
 	var sb strings.Builder
 	for _, g := range cpuprobe.Groups {
 		fmt.Fprintf(&sb, "%s %d, ", g, med(func(r cpuprobe.Report) time.Duration { return r.Groups[g] }))
