@@ -230,13 +230,15 @@ func TestPoolKey(t *testing.T) {
 func TestFakePoolAdoptionRefused(t *testing.T) {
 	e, f := newFake(t, Options{StorageClass: "local", Pool: 1})
 	ctx := t.Context()
+	// Before any pod starts: the fake's reactors are no one's to change
+	// while a pool fill calls the API.
+	f.cs.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "x", errors.New("no patch verb"))
+	})
 	sb, err := e.Create(ctx, executor.Spec{UserID: "u", ChatID: "a"})
 	require.NoError(t, err)
 	require.NoError(t, sb.Close(ctx))
 	waitPool(t, e, 1)
-	f.cs.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "x", errors.New("no patch verb"))
-	})
 	_, ok, err := e.takeEmpty(ctx, "u", "b", "start", executor.CheckpointBounds{})
 	require.NoError(t, err)
 	require.True(t, ok, "the chat's unbound claim, which the adoption deletes")
