@@ -84,8 +84,13 @@ type PoolConfig[P, E any] struct {
 	// one waits unused before it is dropped.
 	Size int
 	Idle time.Duration
+	// Total, when positive, bounds the sandboxes ready or being started,
+	// all keys together: a Refill past it starts nothing.
+	Total int
 	// Start makes one sandbox of plan p for key and returns once it is
-	// ready; an error wrapping ErrNotRunning means the backend is closing.
+	// ready; an error wrapping ErrNotRunning means the backend is closing,
+	// one wrapping ErrBusy that what the sandbox was for is in use (the
+	// fill is skipped; neither counts as a failure).
 	Start func(p P, key string) (E, error)
 	// Drop removes a sandbox the pool no longer keeps.
 	Drop func(sb E, why string)
@@ -115,6 +120,7 @@ func (pl *Pool[P, E]) Take(key string) (sb E, ok bool) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	list := pl.ready[key]
+	defer pl.setReady(key, nil)
 	for len(list) > 0 {
 		ent := list[len(list)-1]
 		list = list[:len(list)-1]
@@ -127,12 +133,35 @@ func (pl *Pool[P, E]) Take(key string) (sb E, ok bool) {
 	return sb, false
 }
 
+// setReady stores key's ready list, dropping the key when there is none
+// (checking what is there when list is nil). pl.mu is held.
+func (pl *Pool[P, E]) setReady(key string, list []pooled[E]) {
+	if list == nil {
+		list = pl.ready[key]
+	}
+	if len(list) == 0 {
+		delete(pl.ready, key)
+		return
+	}
+	pl.ready[key] = list
+}
+
 // Refill starts sandboxes of plan p in the background until the pool
-// holds Size of key, unless it is closed or off.
+// holds Size of key, unless it is closed or off, or holds Total.
 func (pl *Pool[P, E]) Refill(key string, p P) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	for n := len(pl.ready[key]) + pl.filling[key]; n < pl.o.Size && !pl.closed && !pl.off; n++ {
+	total := 0
+	if pl.o.Total > 0 {
+		for _, list := range pl.ready {
+			total += len(list)
+		}
+		for _, n := range pl.filling {
+			total += n
+		}
+	}
+	for n := len(pl.ready[key]) + pl.filling[key]; n < pl.o.Size && !pl.closed && !pl.off && (pl.o.Total <= 0 || total < pl.o.Total); n++ {
+		total++
 		pl.filling[key]++
 		pl.fills.Add(1)
 		go pl.fill(p, key)
@@ -145,13 +174,15 @@ func (pl *Pool[P, E]) fill(p P, key string) {
 	expires := time.Now().Add(pl.o.Idle)
 	sb, err := pl.o.Start(p, key)
 	pl.mu.Lock()
-	pl.filling[key]--
+	if pl.filling[key]--; pl.filling[key] == 0 {
+		delete(pl.filling, key) // keys may be many (one per chat) and short-lived
+	}
 	closed := pl.closed
 	if err == nil && !closed {
 		pl.ready[key] = append(pl.ready[key], pooled[E]{sb: sb, expires: expires})
 	}
 	turnedOff := false
-	closing := errors.Is(err, ErrNotRunning)
+	closing := errors.Is(err, ErrNotRunning) || errors.Is(err, ErrBusy)
 	switch {
 	case err == nil:
 		pl.failed = 0
@@ -184,7 +215,7 @@ func (pl *Pool[P, E]) Expire() {
 				old = append(old, ent.sb)
 			}
 		}
-		pl.ready[key] = keep
+		pl.setReady(key, keep)
 	}
 	pl.mu.Unlock()
 	for _, sb := range old {

@@ -95,6 +95,13 @@ func TestPoolTurnsOff(t *testing.T) {
 	tp.Refill("a", "plan")
 	tp.Wait()
 	assert.Empty(t, tp.failed, "a closing backend is no failure")
+	tp.fail = fmt.Errorf("the chat is in use: %w", ErrBusy)
+	for range PoolMaxFailures {
+		tp.Refill("a", "plan")
+		tp.Wait()
+	}
+	assert.Empty(t, tp.failed, "a skipped fill is no failure")
+	assert.False(t, tp.Off())
 	tp.fail = errors.New("no room")
 	for range PoolMaxFailures + 2 {
 		tp.Refill("a", "plan")
@@ -102,5 +109,31 @@ func TestPoolTurnsOff(t *testing.T) {
 	}
 	assert.True(t, tp.Off())
 	assert.Equal(t, []bool{false, false, true}, tp.failed)
-	assert.Equal(t, 1+PoolMaxFailures, tp.next, "no start after it turned off")
+	assert.Equal(t, 1+2*PoolMaxFailures, tp.next, "no start after it turned off")
+}
+
+// TestPoolTotal: Total bounds the sandboxes of all keys together, and a
+// key without sandboxes is forgotten (keys may be one per chat).
+func TestPoolTotal(t *testing.T) {
+	tp := newTestPool(1, time.Hour)
+	tp.o.Total = 2
+	for _, k := range []string{"a", "b", "c"} {
+		tp.Refill(k, "plan")
+	}
+	tp.Wait()
+	assert.Equal(t, 2, tp.Size(), "no more than Total")
+	_, ok := tp.Take("c")
+	assert.False(t, ok, "the third key got none")
+	_, ok = tp.Take("a")
+	require.True(t, ok)
+	tp.Refill("c", "plan")
+	tp.Wait()
+	_, ok = tp.Take("c")
+	assert.True(t, ok, "room again once one was taken")
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	tp.Pool.mu.Lock()
+	defer tp.Pool.mu.Unlock()
+	assert.Len(t, tp.ready, 1, "only b holds one")
+	assert.Empty(t, tp.filling)
 }

@@ -30,3 +30,15 @@ func TestPoolFlag(t *testing.T) {
 	_, err = Options{Executor: "local", Pool: 1}.backend()
 	require.ErrorContains(t, err, "-pool is a docker and kubernetes executor option")
 }
+
+// TestSuccessorsFlag: -successors reaches the kubernetes executor's
+// options and is refused for the others.
+func TestSuccessorsFlag(t *testing.T) {
+	be, err := Options{Executor: "kubernetes", Kubernetes: kubernetes.Options{Successors: 4}}.backend()
+	require.NoError(t, err)
+	assert.Equal(t, 4, be.(kubernetes.Options).Successors)
+	for _, kind := range []string{"docker", "local"} {
+		_, err = Options{Executor: kind, Kubernetes: kubernetes.Options{Successors: 4}}.backend()
+		require.ErrorContains(t, err, "-successors is a kubernetes executor option", kind)
+	}
+}

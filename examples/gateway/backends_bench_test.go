@@ -56,7 +56,10 @@ import (
 // gateway and a Kubernetes gateway with -pool 1 (docker-pooled-ms,
 // kubernetes-pooled-ms, their ratio and the pooled pods' ratio to the cold
 // Docker request), each pool full and quiet before it, and reports the API
-// server's cost of the pooled request.
+// server's cost of the pooled request. The Kubernetes one keeps successor
+// pods too (-successors): at the end of each iteration its chat's second
+// turn takes the successor started when its first turn's pod went
+// (kubernetes-successor-ms, and its ratio to Docker's follow-up turn).
 func BenchmarkRequestBackends(b *testing.B) {
 	kc := testenv.RequireCluster(b)
 	g, data := startGateway(b)
@@ -67,12 +70,12 @@ func BenchmarkRequestBackends(b *testing.B) {
 	k, _ := startGateway(b, k8sOptions)
 	var poolData string
 	gp, _ := startGateway(b, func(o *Options) { o.Pool, poolData = 1, o.DataDir })
-	kp, _ := startGateway(b, k8sOptions, func(o *Options) { o.Pool = 1 })
+	kp, _ := startGateway(b, k8sOptions, func(o *Options) { o.Pool, o.Kubernetes.Successors = 1, 64 })
 	api := newAPIServerGauge(b, kc)
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	type sample struct{ total, start, agent, cpu []time.Duration }
-	var dk, pods, dk2, pods2, dkPooled, podsPooled sample
+	var dk, pods, dk2, pods2, dkPooled, podsPooled, podsNext sample
 	var apiCPU, apiReqs, apiPooledCPU, apiPooledReqs []float64
 	ctx := context.Background()
 	request := func(s *sample, url, chat string) {
@@ -92,7 +95,7 @@ func BenchmarkRequestBackends(b *testing.B) {
 	}
 	pooledReady := func() {
 		testenv.WaitPooled(b, poolData)
-		api.podPooled(b, k8sexec.DefaultNamespace)
+		api.podWaiting(b, k8sexec.DefaultNamespace, func(p corev1.Pod) bool { return p.Labels[k8sexec.LabelChat] == "" })
 	}
 	for i := 0; b.Loop(); i++ {
 		chat := fmt.Sprintf("backends-%s-%d", run, i)
@@ -107,9 +110,11 @@ func BenchmarkRequestBackends(b *testing.B) {
 		scale := busy.wall.Seconds() / idle.wall.Seconds()
 		apiPooledCPU = append(apiPooledCPU, (busy.cpu-time.Duration(float64(idle.cpu)*scale)).Seconds()*1000)
 		apiPooledReqs = append(apiPooledReqs, busy.requests-idle.requests*scale)
-		// The pools refill before the cold requests, which should not
-		// share the machine or the API server with that.
+		// The pools refill, and the chat's successor starts, before the
+		// cold requests, which should not share the machine or the API
+		// server with that.
 		pooledReady()
+		api.podWaiting(b, k8sexec.DefaultNamespace, func(p corev1.Pod) bool { return p.Annotations[k8sexec.AnnotationChat] == "pooled-"+chat })
 
 		p, err := cpuprobe.Start(cpuprobe.Options{Owns: func(l map[string]string) bool { return l[docker.LabelDataDir] == data }})
 		require.NoError(b, err)
@@ -138,6 +143,8 @@ func BenchmarkRequestBackends(b *testing.B) {
 		require.NoError(b, g.orch.Settle(ctx))
 		request(&pods2, k.URL, chat)
 		require.NoError(b, k.orch.Settle(ctx))
+		request(&podsNext, kp.URL, "pooled-"+chat)
+		require.NoError(b, kp.orch.Settle(ctx))
 	}
 	med := func(d []time.Duration) float64 {
 		s := slices.Clone(d)
@@ -166,6 +173,7 @@ func BenchmarkRequestBackends(b *testing.B) {
 		docker, k8s         sample
 	}{
 		{"follow-up turns", "followup", "kubernetes/docker-followup", dk2, pods2},
+		{"follow-up turns, pods with a successor", "successor", "kubernetes-successor/docker-followup", dk2, podsNext},
 		{"pooled, new chats", "pooled", "kubernetes-pooled/docker-pooled", dkPooled, podsPooled},
 	} {
 		for _, be := range []struct {
@@ -304,11 +312,12 @@ func (g *apiServerGauge) podsGone(b *testing.B, ns string) {
 	b.Logf("pods of %s still there a minute after the request: the follow-up waits for them", ns)
 }
 
-// podPooled waits, off the clock, until ns holds a running pooled pod and
-// no pod still starting or going, then a second more (the pool records a
-// pod once its helper answers, which is about when the kubelet reports it
+// podWaiting waits, off the clock, until ns holds a running pooled pod
+// that want picks (a pool's: no chat; a successor: its chat's) and no pod
+// still starting or going, then a second more (the pool records a pod
+// once its helper answers, which is about when the kubelet reports it
 // running).
-func (g *apiServerGauge) podPooled(b *testing.B, ns string) {
+func (g *apiServerGauge) podWaiting(b *testing.B, ns string, want func(corev1.Pod) bool) {
 	b.Helper()
 	b.StopTimer()
 	defer b.StartTimer()
@@ -319,7 +328,7 @@ func (g *apiServerGauge) podPooled(b *testing.B, ns string) {
 		pooled, busy := false, false
 		for _, p := range l.Items {
 			running := p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
-			pooled = pooled || (running && p.Labels[k8sexec.LabelPool] != "")
+			pooled = pooled || (running && p.Labels[k8sexec.LabelPool] != "" && want(p))
 			busy = busy || !running
 		}
 		if pooled && !busy {

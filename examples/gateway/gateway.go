@@ -84,6 +84,9 @@ func (o Options) backend() (agentbox.Backend, error) {
 	if kind == config.ExecutorLocal && o.Pool != 0 {
 		return nil, fmt.Errorf("-pool is a docker and kubernetes executor option; drop it for the %s executor", kind)
 	}
+	if kind != config.ExecutorKubernetes && o.Kubernetes.Successors != 0 {
+		return nil, fmt.Errorf("-successors is a kubernetes executor option; drop it for the %s executor, or pass -executor kubernetes", kind)
+	}
 	switch kind {
 	case config.ExecutorKubernetes:
 		switch {

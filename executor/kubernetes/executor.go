@@ -50,7 +50,8 @@ type Executor struct {
 	// lastImage is the image of the last sandbox Create planned: every
 	// sandbox image carries the helper a checkpoint pod runs.
 	lastImage atomic.Pointer[string]
-	pool      *pool // nil without Options.Pool
+	pool      *pool       // nil without Options.Pool
+	succ      *successors // nil without Options.Successors
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -107,6 +108,7 @@ func newExecutor(o Options, cfg *rest.Config, cs kubernetes.Interface) *Executor
 	e := &Executor{o: o, cfg: cfg, cs: cs, logger: o.Logger.Named("kubernetes").With("instance", o.InstanceID), leases: executor.NewLeases(), sandboxes: executor.NewRegistry[*Sandbox](), kick: make(chan struct{}, 1)}
 	e.bg, e.stopBG = context.WithCancel(context.Background())
 	e.pool = e.openPool()
+	e.succ = e.openSuccessors()
 	return e
 }
 
@@ -161,7 +163,19 @@ func (e *Executor) Create(ctx context.Context, spec executor.Spec) (executor.San
 
 func (e *Executor) create(ctx context.Context, p plan, name string) (*Sandbox, error) {
 	t0 := time.Now()
-	if err := e.removeChatPods(ctx, p.chat); err != nil {
+	if sb := e.succ.adopt(ctx, p); sb != nil {
+		// Any other pod of the chat (none unless another replica left
+		// one) still goes first.
+		if err := e.removeChatPods(ctx, p.chat, sb.name); err != nil {
+			sb.closePF()
+			sb.stopQuota()
+			_ = e.deletePod(context.WithoutCancel(ctx), sb.name)
+			sb.begun()
+			return nil, err
+		}
+		return sb, nil
+	}
+	if err := e.removeChatPods(ctx, p.chat, ""); err != nil {
 		return nil, err
 	}
 	var claim *corev1.PersistentVolumeClaim
@@ -432,9 +446,9 @@ func podStarted(pod *corev1.Pod) (bool, error) {
 }
 
 // removeChatPods deletes every pod still labelled with the chat (left by a
-// crashed gateway) and waits until they are gone, so two pods never share a
-// workspace.
-func (e *Executor) removeChatPods(ctx context.Context, chat string) error {
+// crashed gateway, a successor another replica started) but keep, and
+// waits until they are gone, so two pods never share a workspace.
+func (e *Executor) removeChatPods(ctx context.Context, chat, keep string) error {
 	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
 	list, err := e.cs.CoreV1().Pods(e.o.Namespace).List(cctx, metav1.ListOptions{LabelSelector: LabelChat + "=" + chat})
 	cancel()
@@ -443,6 +457,9 @@ func (e *Executor) removeChatPods(ctx context.Context, chat string) error {
 	}
 	var errs []error
 	for _, pod := range list.Items {
+		if pod.Name == keep {
+			continue
+		}
 		if pod.DeletionTimestamp == nil {
 			e.logger.Warn("removing a pod left on the chat", "pod", pod.Name)
 		} else {
@@ -549,6 +566,7 @@ func (e *Executor) Close() error {
 	}
 	// The pooled pods first: each holds a mark CloseAll waits for.
 	e.pool.close()
+	e.succ.close()
 	_, err := e.sandboxes.CloseAll(context.Background())
 	err = errors.Join(err, e.waitPodsGone(context.Background()))
 	e.stopBG()

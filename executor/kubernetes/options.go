@@ -63,6 +63,8 @@ const (
 	DefaultRetentionInterval = executor.DefaultRetentionInterval
 	// DefaultPoolIdle is how long a pooled pod waits unused.
 	DefaultPoolIdle = executor.DefaultPoolIdle
+	// MaxSuccessors bounds Options.Successors.
+	MaxSuccessors = 1024
 )
 
 // Options configures an Executor. Namespace and Image have defaults; a
@@ -166,9 +168,16 @@ type Options struct {
 	// of its own when StorageClass is set); 0 turns the pool off. See
 	// pool.go.
 	Pool int
-	// PoolIdle is how long a pooled pod waits unused before it is removed;
-	// 0 means DefaultPoolIdle.
+	// PoolIdle is how long a pooled or successor pod waits unused before
+	// it is removed; 0 means DefaultPoolIdle.
 	PoolIdle time.Duration
+	// Successors is how many successor pods may wait at once, all chats
+	// together: when a chat's sandbox closes under the request policy, a
+	// pod of the same configuration over the chat's claim starts for its
+	// next request (needs StorageClass); 0 turns them off, at most
+	// MaxSuccessors. Each holds its requests while it waits. See
+	// successor.go.
+	Successors int
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -256,7 +265,18 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ReconcileInterval == 0 {
 		o.ReconcileInterval = DefaultReconcileInterval
 	}
-	idle, err := executor.PoolIdle(o.Pool, o.PoolIdle)
+	switch {
+	case o.Successors < 0 || o.Successors > MaxSuccessors:
+		return o, fmt.Errorf("kubernetes executor: Options.Successors %d is out of range; give 0 (off) to %d pods: %w", o.Successors, MaxSuccessors, executor.ErrInvalid)
+	case o.Successors > 0 && o.StorageClass == "":
+		return o, fmt.Errorf("kubernetes executor: Options.Successors needs Options.StorageClass: without a claim a chat's next pod starts with an empty workspace anyway; set StorageClass or drop Successors: %w", executor.ErrInvalid)
+	}
+	// PoolIdle bounds a successor's wait too.
+	n := o.Pool
+	if n == 0 && o.Successors > 0 {
+		n = 1
+	}
+	idle, err := executor.PoolIdle(n, o.PoolIdle)
 	if err != nil {
 		return o, fmt.Errorf("kubernetes executor: %w", err)
 	}

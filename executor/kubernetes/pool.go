@@ -70,6 +70,7 @@ type poolEntry struct {
 	sb      *Sandbox
 	done    func()
 	started time.Time
+	key     string // a successor's configuration (poolKey)
 }
 
 func (e *Executor) openPool() *pool {

@@ -131,6 +131,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		s.e.touchClaim(ctx, s.plan)
 		s.e.sandboxes.Forget(s.name)
 		s.e.pool.refill(s.plan)
+		s.e.succ.follow(s)
 		s.relMu.Lock()
 		if s.release != nil {
 			s.release(ctx)

@@ -106,17 +106,21 @@ func TestPlanRefuses(t *testing.T) {
 
 func TestOptionsRefuse(t *testing.T) {
 	for name, o := range map[string]Options{
-		"pull policy":              {ImagePullPolicy: "Sometimes"},
-		"negative id":              {UID: -1},
-		"home":                     {Home: "rel"},
-		"instance":                 {InstanceID: "a/b"},
-		"egress port":              {EgressPort: HelperPort},
-		"egress=model":             {ModelPort: 7100, EgressPort: 7100},
-		"retention without claims": {Retention: time.Hour},
-		"negative pool":            {Pool: -1},
-		"pool too large":           {Pool: executor.MaxPool + 1},
-		"pool idle too short":      {Pool: 1, PoolIdle: time.Millisecond},
-		"pool idle without a pool": {PoolIdle: time.Minute},
+		"pull policy":               {ImagePullPolicy: "Sometimes"},
+		"negative id":               {UID: -1},
+		"home":                      {Home: "rel"},
+		"instance":                  {InstanceID: "a/b"},
+		"egress port":               {EgressPort: HelperPort},
+		"egress=model":              {ModelPort: 7100, EgressPort: 7100},
+		"retention without claims":  {Retention: time.Hour},
+		"negative pool":             {Pool: -1},
+		"pool too large":            {Pool: executor.MaxPool + 1},
+		"pool idle too short":       {Pool: 1, PoolIdle: time.Millisecond},
+		"pool idle without a pool":  {PoolIdle: time.Minute},
+		"negative successors":       {StorageClass: "local", Successors: -1},
+		"successors too many":       {StorageClass: "local", Successors: MaxSuccessors + 1},
+		"successors without claims": {Successors: 1},
+		"successor idle too short":  {StorageClass: "local", Successors: 1, PoolIdle: time.Millisecond},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := o.withDefaults()
