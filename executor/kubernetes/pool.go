@@ -79,16 +79,21 @@ func (e *Executor) openPool() *pool {
 	}
 	pl := &pool{e: e}
 	pl.Pool = executor.NewPool(executor.PoolConfig[plan, *poolEntry]{
-		Size: e.o.Pool, Idle: e.o.PoolIdle, Start: pl.start, Drop: pl.drop,
-		Failed: func(err error, off bool) {
-			if off {
-				e.logger.Error("the pod pool is off: its pods failed to start again and again; requests start their own", "failures", executor.PoolMaxFailures, "error", err)
-				return
-			}
-			e.logger.Warn("cannot start a pooled pod", "error", err)
-		},
+		Size: e.o.Pool, Idle: e.o.PoolIdle, Start: pl.start, Drop: pl.drop, Failed: e.fillFailed("pooled"),
 	})
 	return pl
+}
+
+// fillFailed logs the failed fills of a pool of what ("pooled",
+// "successor") pods.
+func (e *Executor) fillFailed(what string) func(error, bool) {
+	return func(err error, off bool) {
+		if off {
+			e.logger.Error(what+" pods are off: they failed to start again and again; requests start pods of their own", "failures", executor.PoolMaxFailures, "error", err)
+			return
+		}
+		e.logger.Warn("cannot start a "+what+" pod", "error", err)
+	}
 }
 
 // poolKey is what a pooled pod for p is made for.
@@ -150,36 +155,49 @@ func (pl *pool) adopt(ctx context.Context, ent *poolEntry, p plan, ws *corev1.Pe
 			return nil, e.apiError("delete the chat's unbound claim "+ws.Name, err)
 		}
 	}
-	// A merge patch of metadata; nil removes a label.
-	patch := func(labels, annotations map[string]any) []byte {
-		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels, "annotations": annotations}})
-		return b
-	}
 	if sb.plan.claim != "" {
 		// The chat's claim now, no instance's.
-		body := patch(map[string]any{LabelChat: p.chat, LabelPool: nil, LabelInstance: nil},
+		body := metadataPatch(map[string]any{LabelChat: p.chat, LabelPool: nil, LabelInstance: nil},
 			map[string]any{AnnotationUser: p.spec.UserID, AnnotationChat: p.spec.ChatID})
 		if _, err := claims.Patch(cctx, sb.plan.claim, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
 			return nil, e.apiError("take the pooled claim "+sb.plan.claim, err)
 		}
 		relabelled = true
 	}
-	// The chat's pod, still this instance's.
-	body := patch(map[string]any{LabelChat: p.chat, LabelPool: nil},
+	return e.adoptPod(ctx, ent, p, "pooled")
+}
+
+// metadataPatch is a merge patch of an object's labels and annotations;
+// a nil value removes one.
+func metadataPatch(labels, annotations map[string]any) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels, "annotations": annotations}})
+	return b
+}
+
+// adoptPod makes ent's pod p's: labelled with p's chat and no longer
+// pooled (still this instance's), p given the pod's claim and deadline,
+// its helper pinged and its quota watchdog started. what names the kind
+// of pod in errors and logs. The returned sandbox is registered by the
+// caller under its pod's name.
+func (e *Executor) adoptPod(ctx context.Context, ent *poolEntry, p plan, what string) (*Sandbox, error) {
+	sb := ent.sb
+	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
+	defer cancel()
+	body := metadataPatch(map[string]any{LabelChat: p.chat, LabelPool: nil},
 		map[string]any{AnnotationUser: p.spec.UserID, AnnotationChat: p.spec.ChatID, AnnotationImage: p.spec.ConfigHash})
 	if _, err := e.cs.CoreV1().Pods(e.o.Namespace).Patch(cctx, sb.name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
-		return nil, e.apiError("take the pooled pod "+sb.name, err)
+		return nil, e.apiError("take the "+what+" pod "+sb.name, err)
 	}
 	p.claim, p.deadline = sb.plan.claim, sb.plan.deadline
 	sb.plan = p
 	if err := sb.hc.Ping(cctx); err != nil {
-		return nil, fmt.Errorf("the pooled pod's helper does not answer: %w", err)
+		return nil, fmt.Errorf("the %s pod's helper does not answer: %w", what, err)
 	}
 	if err := sb.startQuota(ctx); err != nil {
 		return nil, err
 	}
 	sb.begun = ent.done
-	e.logger.Debug("pooled pod adopted", "pod", sb.name, "user", p.spec.UserID, "chat", p.spec.ChatID, "claim", p.claim, "age", time.Since(ent.started))
+	e.logger.Debug(what+" pod adopted", "pod", sb.name, "user", p.spec.UserID, "chat", p.spec.ChatID, "claim", p.claim, "age", time.Since(ent.started))
 	return sb, nil
 }
 
@@ -206,9 +224,7 @@ func (pl *pool) start(p plan, key string) (_ *poolEntry, err error) {
 	p.spec.UserID, p.spec.ChatID, p.spec.AssistantID, p.spec.ConfigHash = "", "", "", ""
 	p.chat, p.claim = "", ""
 	created := time.Now()
-	p.spec.Timeout += e.o.PoolIdle
-	p.deadline = created.Add(p.spec.Timeout)
-	sb := newSandbox(e, name, p)
+	sb := e.waitingSandbox(name, p)
 	defer func() {
 		if err != nil {
 			sb.closePF()
@@ -235,7 +251,7 @@ func (pl *pool) start(p plan, key string) (_ *poolEntry, err error) {
 			return nil, e.apiError("create pooled claim "+c.Name, err)
 		}
 	}
-	pod := e.pod(p, name)
+	pod := e.pod(sb.plan, name)
 	pooled(&pod.ObjectMeta)
 	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
 	_, err = e.cs.CoreV1().Pods(e.o.Namespace).Create(cctx, pod, metav1.CreateOptions{})
@@ -248,6 +264,15 @@ func (pl *pool) start(p plan, key string) (_ *poolEntry, err error) {
 	}
 	e.logger.Debug("pooled pod ready", "pod", name, "pool", key, "took", time.Since(created))
 	return &poolEntry{sb: sb, done: done, started: created}, nil
+}
+
+// waitingSandbox is the Sandbox of pod name, started to wait for a
+// request (a pooled or successor pod): its timeout and deadline carry
+// PoolIdle, its longest wait.
+func (e *Executor) waitingSandbox(name string, p plan) *Sandbox {
+	p.spec.Timeout += e.o.PoolIdle
+	p.deadline = time.Now().Add(p.spec.Timeout)
+	return newSandbox(e, name, p)
 }
 
 // remove deletes a pooled pod and its claim, if any (which the API

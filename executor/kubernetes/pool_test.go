@@ -21,7 +21,13 @@ import (
 // waitPool waits until e's pool holds n ready pods.
 func waitPool(t *testing.T, e *Executor, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return e.pool.size() == n }, time.Minute, 10*time.Millisecond, "the pool holds %d pods", n)
+	waitReady(t, e.pool.size, n, "pooled")
+}
+
+// waitReady waits until size reports n ready what pods.
+func waitReady(t *testing.T, size func() int, n int, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return size() == n }, time.Minute, 10*time.Millisecond, "%d %s pods ready", n, what)
 }
 
 // TestFakePool: a closed sandbox refills its configuration's pool; a new
@@ -47,6 +53,8 @@ func TestFakePool(t *testing.T) {
 	pp := pooled.Items[0]
 	assert.Empty(t, pp.Labels[LabelChat], "a pooled pod is no chat's")
 	assert.Equal(t, e.instanceHash(), pp.Labels[LabelInstance])
+	require.NotNil(t, pp.Spec.ActiveDeadlineSeconds)
+	assert.Equal(t, int64((time.Minute+DefaultPoolIdle)/time.Second), *pp.Spec.ActiveDeadlineSeconds, "its wait and then the request's timeout")
 	poolClaim := pp.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
 	c, err := claims.Get(ctx, poolClaim, metav1.GetOptions{})
 	require.NoError(t, err)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agentbox/agentbox/executor"
 )
@@ -51,14 +50,7 @@ func (e *Executor) openSuccessors() *successors {
 	sp := &successors{e: e}
 	sp.Pool = executor.NewPool(executor.PoolConfig[successorPlan, *poolEntry]{
 		Size: 1, Total: e.o.Successors, Idle: e.o.PoolIdle, Start: sp.start,
-		Drop: func(ent *poolEntry, why string) { sp.drop(ent, why) },
-		Failed: func(err error, off bool) {
-			if off {
-				e.logger.Error("successor pods are off: they failed to start again and again; follow-up requests start their own", "failures", executor.PoolMaxFailures, "error", err)
-				return
-			}
-			e.logger.Warn("cannot start a successor pod", "error", err)
-		},
+		Drop: sp.drop, Failed: e.fillFailed("successor"),
 	})
 	return sp
 }
@@ -74,8 +66,8 @@ func (sp *successors) follow(s *Sandbox) {
 
 // start makes p's successor pod: once the pod it follows is gone, under
 // the chat's leases, a pod over the chat's claim; it returns when the
-// pod's helper answers. A chat busy elsewhere, or with a pod of its own
-// already, gets none (an error wrapping ErrBusy).
+// pod's helper answers. A chat busy elsewhere, or with a pod at work,
+// gets none (an error wrapping ErrBusy).
 func (sp *successors) start(s successorPlan, _ string) (_ *poolEntry, err error) {
 	e, p := sp.e, s.plan
 	ctx, cancel := context.WithTimeout(e.bg, e.o.ReadyTimeout+2*e.o.CallTimeout+2*e.o.StopGrace+p.spec.LeaseWait)
@@ -100,8 +92,15 @@ func (sp *successors) start(s successorPlan, _ string) (_ *poolEntry, err error)
 	if err != nil {
 		return nil, closing(e.apiError("list pods of the chat", err))
 	}
-	if len(list.Items) > 0 {
-		return nil, fmt.Errorf("chat %s/%s has pod %s: %w", p.spec.UserID, p.spec.ChatID, list.Items[0].Name, executor.ErrBusy)
+	for _, pod := range list.Items {
+		if pod.DeletionTimestamp == nil {
+			return nil, fmt.Errorf("chat %s/%s has pod %s: %w", p.spec.UserID, p.spec.ChatID, pod.Name, executor.ErrBusy)
+		}
+		// A later request's pod, going: its close asked for a successor
+		// too, and this fill is that one.
+		if err := e.deletePod(ctx, pod.Name); err != nil {
+			return nil, closing(err)
+		}
 	}
 	name := "abx-" + p.chat[:12] + "-" + randomID()[:8]
 	done, err := e.sandboxes.Begin(name)
@@ -110,9 +109,7 @@ func (sp *successors) start(s successorPlan, _ string) (_ *poolEntry, err error)
 	}
 	key := poolKey(p)
 	created := time.Now()
-	p.spec.Timeout += e.o.PoolIdle
-	p.deadline = created.Add(p.spec.Timeout)
-	sb := newSandbox(e, name, p)
+	sb := e.waitingSandbox(name, p)
 	defer func() {
 		if err != nil {
 			sb.closePF()
@@ -121,7 +118,7 @@ func (sp *successors) start(s successorPlan, _ string) (_ *poolEntry, err error)
 			err = closing(err)
 		}
 	}()
-	pod := e.pod(p, name)
+	pod := e.pod(sb.plan, name)
 	pod.Labels[LabelPool] = key
 	cctx, ccancel = context.WithTimeout(ctx, e.o.CallTimeout)
 	_, err = e.cs.CoreV1().Pods(e.o.Namespace).Create(cctx, pod, metav1.CreateOptions{})
@@ -163,7 +160,7 @@ func (sp *successors) adopt(ctx context.Context, p plan) *Sandbox {
 }
 
 // take checks that ent's pod still has the chat's claim, not being
-// deleted, makes the pod p's (no longer pooled) and starts its quota.
+// deleted, and adopts the pod for p.
 func (sp *successors) take(ctx context.Context, ent *poolEntry, p plan) (*Sandbox, error) {
 	e, sb := sp.e, ent.sb
 	cctx, cancel := context.WithTimeout(ctx, e.o.CallTimeout)
@@ -175,21 +172,7 @@ func (sp *successors) take(ctx context.Context, ent *poolEntry, p plan) (*Sandbo
 	case c.DeletionTimestamp != nil || c.Labels[LabelChat] != p.chat:
 		return nil, fmt.Errorf("the chat's claim %s is being deleted or is no longer the chat's", c.Name)
 	}
-	body := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null},"annotations":{%q:%q}}}`, LabelPool, AnnotationImage, p.spec.ConfigHash))
-	if _, err := e.cs.CoreV1().Pods(e.o.Namespace).Patch(cctx, sb.name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
-		return nil, e.apiError("take the successor pod "+sb.name, err)
-	}
-	p.claim, p.deadline = sb.plan.claim, sb.plan.deadline
-	sb.plan = p
-	if err := sb.hc.Ping(cctx); err != nil {
-		return nil, fmt.Errorf("the successor pod's helper does not answer: %w", err)
-	}
-	if err := sb.startQuota(ctx); err != nil {
-		return nil, err
-	}
-	sb.begun = ent.done
-	e.logger.Debug("successor pod adopted", "pod", sb.name, "user", p.spec.UserID, "chat", p.spec.ChatID, "age", time.Since(ent.started))
-	return sb, nil
+	return e.adoptPod(ctx, ent, p, "successor")
 }
 
 // drop begins the deletion of ent's pod; the chat's claim stays.

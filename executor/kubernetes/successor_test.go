@@ -14,7 +14,7 @@ import (
 // waitSuccessors waits until e holds n ready successor pods.
 func waitSuccessors(t *testing.T, e *Executor, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return e.succ.Size() == n }, time.Minute, 10*time.Millisecond, "%d successor pods ready", n)
+	waitReady(t, e.succ.Size, n, "successor")
 }
 
 // TestFakeSuccessor: a closed sandbox's chat gets a successor pod over its
@@ -43,6 +43,8 @@ func TestFakeSuccessor(t *testing.T) {
 	assert.NotEmpty(t, succ.Labels[LabelPool], "pooled, for the reconciler")
 	assert.Equal(t, e.instanceHash(), succ.Labels[LabelInstance])
 	assert.Equal(t, claim, succ.Spec.Volumes[0].PersistentVolumeClaim.ClaimName, "over the chat's claim")
+	require.NotNil(t, succ.Spec.ActiveDeadlineSeconds)
+	assert.Equal(t, int64((time.Minute+DefaultPoolIdle)/time.Second), *succ.Spec.ActiveDeadlineSeconds, "its wait and then the request's timeout")
 
 	made := f.created.Load()
 	sb, err = e.Create(ctx, spec("a"))
