@@ -30,8 +30,18 @@ func (e *Executor) start(ctx context.Context) error {
 	} else if n > 0 {
 		e.logger.Info("removed the pooled pods and claims this instance left when it ran before", "objects", n)
 	}
-	if e.pool != nil {
-		e.wg.Go(func() { every(e.bg, min(e.o.PoolIdle/2, time.Minute), func() bool { e.pool.Expire(); return true }) })
+	if e.pool != nil || e.succ != nil {
+		e.wg.Go(func() {
+			every(e.bg, min(e.o.PoolIdle/2, time.Minute), func() bool {
+				if e.pool != nil {
+					e.pool.Expire()
+				}
+				if e.succ != nil {
+					e.succ.Expire()
+				}
+				return true
+			})
+		})
 	}
 	if e.o.ReconcileInterval > 0 {
 		e.wg.Go(func() { e.reconcileLoop(e.bg) })

@@ -35,6 +35,10 @@ import (
 type successors struct {
 	e *Executor
 	*executor.Pool[successorPlan, *poolEntry]
+	// ctx ends when the executor closes: a fill waiting for a chat's
+	// leases, which an open sandbox holds, must not hold Close up.
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 // successorPlan is a successor's plan and the pod it follows.
@@ -48,6 +52,7 @@ func (e *Executor) openSuccessors() *successors {
 		return nil
 	}
 	sp := &successors{e: e}
+	sp.ctx, sp.stop = context.WithCancel(e.bg)
 	sp.Pool = executor.NewPool(executor.PoolConfig[successorPlan, *poolEntry]{
 		Size: 1, Total: e.o.Successors, Idle: e.o.PoolIdle, Start: sp.start,
 		Drop: sp.drop, Failed: e.fillFailed("successor"),
@@ -70,10 +75,10 @@ func (sp *successors) follow(s *Sandbox) {
 // gets none (an error wrapping ErrBusy).
 func (sp *successors) start(s successorPlan, _ string) (_ *poolEntry, err error) {
 	e, p := sp.e, s.plan
-	ctx, cancel := context.WithTimeout(e.bg, e.o.ReadyTimeout+2*e.o.CallTimeout+2*e.o.StopGrace+p.spec.LeaseWait)
+	ctx, cancel := context.WithTimeout(sp.ctx, e.o.ReadyTimeout+2*e.o.CallTimeout+2*e.o.StopGrace+p.spec.LeaseWait)
 	defer cancel()
 	closing := func(err error) error {
-		if e.bg.Err() != nil {
+		if sp.ctx.Err() != nil {
 			return fmt.Errorf("%w: %w", executor.ErrNotRunning, err)
 		}
 		return err
@@ -186,9 +191,10 @@ func (sp *successors) drop(ent *poolEntry, why string) {
 	sp.e.logger.Debug("successor pod removed", "pod", ent.sb.name, "reason", why)
 }
 
-// close removes every successor pod and waits for those being started.
+// close removes every successor pod, stops the fills and waits for them.
 func (sp *successors) close() {
 	if sp != nil {
+		sp.stop()
 		sp.Close()
 	}
 }

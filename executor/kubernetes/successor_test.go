@@ -161,3 +161,49 @@ func TestFakeSuccessorOtherReplica(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotNil(t, ws, "the chat keeps its claim")
 }
+
+// TestFakeSuccessorCloseWhileWaiting: a successor's fill waiting for its
+// chat's leases (held here as an open sandbox would) does not hold the
+// executor's Close up for the lease wait.
+func TestFakeSuccessorCloseWhileWaiting(t *testing.T) {
+	e, _ := newFake(t, Options{StorageClass: "local", Successors: 1})
+	ctx := t.Context()
+	p, err := e.plan(executor.Spec{UserID: "u", ChatID: "a", LeaseWait: time.Hour}, time.Now())
+	require.NoError(t, err)
+	p.claim = claimName("u", "a")
+	release, err := e.lockChat(ctx, p)
+	require.NoError(t, err)
+	defer release()
+	e.succ.Refill(p.chat, successorPlan{plan: p, after: "gone"})
+	done := make(chan error, 1)
+	go func() { done <- e.Close() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("Close waited for the fill's lease wait (an hour)")
+	}
+	assert.Equal(t, 0, e.succ.Size())
+}
+
+// TestFakeSuccessorExpires: a successor unused for PoolIdle is removed,
+// and its place in Successors is free again.
+func TestFakeSuccessorExpires(t *testing.T) {
+	e, f := newFake(t, Options{StorageClass: "local", Successors: 1, PoolIdle: time.Second})
+	require.NoError(t, e.start(t.Context()))
+	ctx := t.Context()
+	sb, err := e.Create(ctx, executor.Spec{UserID: "u", ChatID: "a", Timeout: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, sb.Close(ctx))
+	waitSuccessors(t, e, 1)
+	waitSuccessors(t, e, 0)
+	assert.Eventually(t, func() bool {
+		list, err := f.cs.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0
+	}, time.Minute, 10*time.Millisecond, "its pod is removed")
+	sb, err = e.Create(ctx, executor.Spec{UserID: "u", ChatID: "b", Timeout: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, sb.Close(ctx))
+	waitSuccessors(t, e, 1)
+	require.NoError(t, e.Close())
+}
