@@ -62,9 +62,10 @@ func PoolIdle(pool int, idle time.Duration) (time.Duration, error) {
 }
 
 // Pool is the bookkeeping of a backend's pool of started sandboxes, kept
-// ready by configuration (a PoolKey) for the first request of new chats:
-// which are ready and since when, which are being started, and when the
-// pool gives up. The backend starts, adopts and removes them (PoolConfig);
+// ready by key for a request to come: by configuration (a PoolKey) for
+// the first request of new chats, or by chat for its next request (the
+// Kubernetes executor's successors). It keeps which are ready and since
+// when, which are being started, and when the pool gives up. The backend starts, adopts and removes them (PoolConfig);
 // P is its plan of a sandbox, E its pooled sandbox. Make it with NewPool.
 type Pool[P, E any] struct {
 	o PoolConfig[P, E]
