@@ -314,6 +314,13 @@ func (pl *pool) dropAfter(ent *poolEntry, adopted bool, why string) {
 	pl.e.logger.Debug("pooled pod removed", "pod", ent.sb.name, "reason", why)
 }
 
+// expire removes the pooled pods unused for PoolIdle.
+func (pl *pool) expire() {
+	if pl != nil {
+		pl.Expire()
+	}
+}
+
 // close removes every pooled pod and waits for the fills under way.
 func (pl *pool) close() {
 	if pl != nil {

@@ -33,12 +33,8 @@ func (e *Executor) start(ctx context.Context) error {
 	if e.pool != nil || e.succ != nil {
 		e.wg.Go(func() {
 			every(e.bg, min(e.o.PoolIdle/2, time.Minute), func() bool {
-				if e.pool != nil {
-					e.pool.Expire()
-				}
-				if e.succ != nil {
-					e.succ.Expire()
-				}
+				e.pool.expire()
+				e.succ.expire()
 				return true
 			})
 		})

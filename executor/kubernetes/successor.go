@@ -191,6 +191,13 @@ func (sp *successors) drop(ent *poolEntry, why string) {
 	sp.e.logger.Debug("successor pod removed", "pod", ent.sb.name, "reason", why)
 }
 
+// expire removes the successor pods unused for PoolIdle.
+func (sp *successors) expire() {
+	if sp != nil {
+		sp.Expire()
+	}
+}
+
 // close removes every successor pod, stops the fills and waits for them.
 func (sp *successors) close() {
 	if sp != nil {
